@@ -1,0 +1,144 @@
+#include "commands.hpp"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+
+#include "failure.hpp"
+#include "host_api.hpp"
+#include "manifest.hpp"
+#include "pipeline_config.hpp"
+#include "plugin_loader.hpp"
+#include "trainer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace loom {
+namespace {
+
+struct Loaded {
+  Manifest manifest;
+  Registry registry;
+  PipelineConfig pipeline;
+};
+
+std::unique_ptr<Loaded> load_everything(const std::string& path, const std::vector<std::string>& overrides) {
+  auto out = std::make_unique<Loaded>();
+  out->manifest = load_manifest(path, overrides);
+  load_plugins(out->registry, plugin_search_path(manifest_plugin_dirs(out->manifest)), /*keep_going=*/false);
+  out->pipeline = resolve_pipeline(out->manifest, out->registry);
+  return out;
+}
+
+void print_options(const std::vector<OptionSpec>& options) {
+  if (options.empty()) {
+    std::cout << "  (no options)\n";
+    return;
+  }
+  std::cout << "  " << std::left << std::setw(22) << "option" << std::setw(8) << "type" << std::setw(16) << "default"
+            << "doc\n";
+  for (const auto& o : options) {
+    const std::string def = o.required ? "(required)" : o.default_text ? *o.default_text : "(unset)";
+    std::cout << "  " << std::setw(22) << o.name << std::setw(8) << option_type_name(o.type) << std::setw(16) << def
+              << o.doc << "\n";
+  }
+}
+
+}  // namespace
+
+int command_run(const std::string& manifest, const std::vector<std::string>& overrides) {
+  auto loaded = load_everything(manifest, overrides);
+  const RunSettings& run = loaded->pipeline.run;
+  const fs::path run_dir = fs::path(run.dir) / run.name;
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec) throw runtime_failure(run_dir.string() + ": cannot create the run directory: " + ec.message());
+  {
+    std::ofstream out(run_dir / "manifest.toml");
+    out << "# Resolved manifest of this run: every default filled in.\n" << loaded->pipeline.resolved << "\n";
+    if (!out) throw runtime_failure((run_dir / "manifest.toml").string() + ": cannot write the resolved manifest");
+  }
+  spdlog::info("run {}: {} steps on {}, writing to {}", run.name, run.steps, run.device, run_dir.string());
+  const TrainSummary s = train(loaded->pipeline, run_dir.string());
+  spdlog::info("done: {} steps in {:.1f} s ({:.1f} ms/step), loss {:.4f} -> {:.4f}{}", s.steps, s.seconds,
+               1e3 * s.seconds / std::max<int64_t>(s.steps, 1), s.first_loss, s.last_loss,
+               s.skipped_steps ? ", " + std::to_string(s.skipped_steps) + " steps skipped by hooks" : "");
+  return static_cast<int>(ExitCode::ok);
+}
+
+int command_validate(const std::string& manifest, const std::vector<std::string>& overrides) {
+  auto loaded = load_everything(manifest, overrides);
+  std::cout << "# " << manifest << " is valid. Resolved:\n" << loaded->pipeline.resolved << "\n";
+  return static_cast<int>(ExitCode::ok);
+}
+
+int command_plugins(bool json) {
+  Registry registry;
+  const auto dirs = plugin_search_path({});
+  load_plugins(registry, dirs, /*keep_going=*/true);
+  if (json) {
+    nlohmann::json out = {{"host_abi", std::to_string(LOOM_ABI_MAJOR) + "." + std::to_string(LOOM_ABI_MINOR)},
+                          {"host_torch", host_torch_fingerprint()},
+                          {"search_path", nlohmann::json::array()},
+                          {"plugins", nlohmann::json::array()}};
+    for (const auto& d : dirs) out["search_path"].push_back({{"path", d.path.string()}, {"origin", d.origin}});
+    for (const auto& p : registry.plugins()) {
+      nlohmann::json entry = {{"file", p.path}, {"name", p.name}, {"version", p.version},
+                              {"abi", std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor)},
+                              {"torch", p.fingerprint.empty() ? "torch-free" : p.fingerprint},
+                              {"components", nlohmann::json::array()}};
+      if (!p.error.empty()) entry["error"] = p.error;
+      for (const Component* c : p.components)
+        entry["components"].push_back({{"kind", kind_name(c->kind)}, {"name", c->name}, {"summary", c->summary}});
+      out["plugins"].push_back(entry);
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "host ABI " << LOOM_ABI_MAJOR << "." << LOOM_ABI_MINOR << ", " << host_torch_fingerprint() << "\n";
+  std::cout << "search path:\n";
+  for (const auto& d : dirs) std::cout << "  " << d.path.string() << "  (" << d.origin << ")\n";
+  if (dirs.empty()) std::cout << "  (none: set LOOM_PLUGIN_PATH or add [plugins] paths to the manifest)\n";
+  for (const auto& p : registry.plugins()) {
+    if (!p.error.empty()) {
+      std::cout << "\nFAILED " << p.path << "\n  " << p.error << "\n";
+      continue;
+    }
+    std::cout << "\n" << p.name << " " << p.version << "  ABI " << p.abi_major << "." << p.abi_minor << "  "
+              << (p.fingerprint.empty() ? "torch-free" : p.fingerprint) << "\n  " << p.path << "\n";
+    for (const Component* c : p.components)
+      std::cout << "  " << std::left << std::setw(11) << kind_name(c->kind) << std::setw(16) << c->name << c->summary
+                << "\n";
+  }
+  return 0;
+}
+
+int command_describe(const std::string& name) {
+  if (name == "run") {
+    std::cout << "[run] (host): settings of the training run itself\n";
+    print_options(run_options());
+    return 0;
+  }
+  Registry registry;
+  load_plugins(registry, plugin_search_path({}), /*keep_going=*/true);
+  const auto matches = registry.named(name);
+  if (matches.empty()) {
+    std::vector<std::string> all = {"run"};
+    for (int k = 0; k < LOOM_KIND_COUNT_; ++k)
+      for (const auto& n : registry.names(static_cast<loom_kind>(k))) all.push_back(n);
+    throw usage_failure("describe: no component named \"" + name + "\"" + did_you_mean(name, all) +
+                        " (`host plugins` lists every component)");
+  }
+  for (const Component* c : matches) {
+    std::cout << c->name << " (" << kind_name(c->kind) << ") from " << c->plugin->path << "\n  " << c->summary << "\n";
+    print_options(c->options);
+  }
+  return 0;
+}
+
+}  // namespace loom

@@ -1,0 +1,31 @@
+#include "events.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace loom {
+
+loom_control EventBus::fire(loom_event event, const loom_state_view& state) {
+  loom_control merged{sizeof(loom_control), 0, 0, 0};
+  for (auto& hook : hooks_) {
+    loom_control control{sizeof(loom_control), 0, 0, 0};
+    hook.on_event(event, state, control);
+    merged.request_stop |= control.request_stop;
+    merged.request_save |= control.request_save;
+    merged.skip_step |= control.skip_step;
+  }
+  return merged;
+}
+
+void EventBus::fire_exception(loom_state_view state, const char* message) noexcept {
+  state.message = message;
+  for (auto& hook : hooks_) {
+    try {
+      loom_control ignored{sizeof(loom_control), 0, 0, 0};
+      hook.on_event(LOOM_EVENT_EXCEPTION, state, ignored);
+    } catch (const std::exception& e) {
+      spdlog::warn("{} failed while handling the error: {}", hook.slot(), e.what());
+    }
+  }
+}
+
+}  // namespace loom

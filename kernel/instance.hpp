@@ -1,0 +1,84 @@
+// instance.hpp: the host's owner of one plugin-created object. It creates the object through
+// the kind's vtable, destroys it with the same module's destroy, and turns every returned
+// status into a Failure that names the slot, the component and the plugin file.
+#pragma once
+
+#include <loom/abi.h>
+
+#include <string>
+#include <utility>
+
+#include "failure.hpp"
+#include "host_api.hpp"
+#include "pipeline_config.hpp"
+
+namespace loom {
+
+// What every component instance learns about the run.
+struct RunContext {
+  std::string run_dir, device;
+  uint64_t seed = 0;
+  int32_t rank = 0, world_size = 1;
+  int64_t total_steps = 0;
+};
+
+template <class VTable, class Handle>
+class Instance {
+ public:
+  Instance() = default;
+  Instance(const SlotConfig& slot, const RunContext& run)
+      : slot_(slot.slot),
+        run_(run),
+        config_(slot.config),
+        component_(slot.component),
+        vt_(copy_vtable<VTable>(slot.component->vtable)) {}
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+  Instance(Instance&& other) noexcept { *this = std::move(other); }
+  Instance& operator=(Instance&& other) noexcept {
+    std::swap(slot_, other.slot_);
+    std::swap(run_, other.run_);
+    std::swap(config_, other.config_);
+    std::swap(component_, other.component_);
+    std::swap(vt_, other.vt_);
+    std::swap(handle_, other.handle_);
+    return *this;
+  }
+  ~Instance() {
+    if (handle_ != nullptr) vt_.destroy(handle_);
+  }
+
+  const std::string& slot() const { return slot_; }
+  const Component& component() const { return *component_; }
+
+ protected:
+  // Calls the kind's create(context, config, extra..., &handle).
+  template <class... Extra>
+  void create(Extra... extra) {
+    const loom_context context = {sizeof(loom_context), slot_.c_str(),   run_.run_dir.c_str(),
+                                  run_.seed,            run_.rank,       run_.world_size,
+                                  run_.device.c_str(),  run_.total_steps};
+    loom_status* status = vt_.create(&context, &config_, extra..., &handle_);
+    if (status != nullptr) {
+      const bool bad_input = host_api()->status_get_code(status) == LOOM_STATUS_CODE_INVALID_ARGUMENT;
+      const std::string message = where() + ": cannot create: " + take_status_message(status);
+      throw bad_input ? usage_failure(message) : runtime_failure(message);
+    }
+    if (handle_ == nullptr) throw runtime_failure(where() + ": create returned no object");
+  }
+  void check(loom_status* status, const char* call) const {
+    if (status != nullptr) throw runtime_failure(where() + ": " + call + " failed: " + take_status_message(status));
+  }
+  std::string where() const {
+    return "[" + slot_ + "] " + component_->name + " (" + component_->plugin->path + ")";
+  }
+
+  std::string slot_;
+  RunContext run_;  // strings referenced by the context stay alive as long as the instance
+  loom_config config_;
+  const Component* component_ = nullptr;
+  VTable vt_{};
+  Handle* handle_ = nullptr;
+};
+
+}  // namespace loom

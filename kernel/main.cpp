@@ -1,0 +1,106 @@
+// host: the Loom command-line program. It parses the command line, dispatches to a command
+// and turns every failure into one line on stderr plus a documented exit code.
+#include <boost/program_options.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "failure.hpp"
+#include "log.hpp"
+
+namespace po = boost::program_options;
+
+namespace {
+
+const char* kUsage = R"(usage: host <command> [options]
+
+commands:
+  run MANIFEST [--set KEY=VALUE]...       train as the manifest says
+  validate MANIFEST [--set KEY=VALUE]...  check a manifest and print it resolved
+  plugins [--json]                        list plugins, their components and load errors
+  describe NAME                           show a component's options ("run" for [run])
+
+options:
+  --set KEY=VALUE   override a manifest value, e.g. --set optimizer.lr=1e-3 --set run.steps=50
+  --verbose         debug logging
+  --version         print versions and exit
+  --help            print this help and exit
+
+Plugins are searched in the manifest's [plugins] paths, then LOOM_PLUGIN_PATH, then the
+folder ../lib/loom/plugins beside this binary.
+
+exit codes: 0 success, 1 runtime failure, 2 bad manifest or usage, 3 plugin load or ABI error
+)";
+
+// The first line only: LibTorch appends stack traces to what().
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+int dispatch(int argc, char** argv) {
+  po::options_description options;
+  std::vector<std::string> overrides;
+  std::vector<std::string> positional;
+  options.add_options()("help,h", "")("version", "")("verbose,v", "")("json", "")(
+      "set", po::value<std::vector<std::string>>(&overrides)->composing(), "")(
+      "args", po::value<std::vector<std::string>>(&positional), "");
+  po::positional_options_description slots;
+  slots.add("args", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(options).positional(slots).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw loom::usage_failure(std::string(e.what()) + "; see host --help");
+  }
+  loom::log_setup(0, 1, vm.count("verbose") > 0);
+  if (vm.count("help") || (positional.empty() && !vm.count("version"))) {
+    std::cout << kUsage;
+    return positional.empty() && !vm.count("help") ? 2 : 0;
+  }
+  if (vm.count("version")) {
+    std::cout << "loom host " << LOOM_VERSION << " (plugin ABI " << LOOM_ABI_MAJOR_TEXT << ")\n";
+    return 0;
+  }
+  const std::string command = positional[0];
+  const auto expect_args = [&](size_t n, const char* form) {
+    if (positional.size() != n + 1) throw loom::usage_failure(std::string("usage: host ") + form);
+  };
+  if ((command != "run" && command != "validate") && !overrides.empty())
+    throw loom::usage_failure("--set only applies to run and validate");
+  if (command == "run") {
+    expect_args(1, "run MANIFEST [--set KEY=VALUE]...");
+    return loom::command_run(positional[1], overrides);
+  }
+  if (command == "validate") {
+    expect_args(1, "validate MANIFEST [--set KEY=VALUE]...");
+    return loom::command_validate(positional[1], overrides);
+  }
+  if (command == "plugins") {
+    expect_args(0, "plugins [--json]");
+    return loom::command_plugins(vm.count("json") > 0);
+  }
+  if (command == "describe") {
+    expect_args(1, "describe NAME");
+    return loom::command_describe(positional[1]);
+  }
+  throw loom::usage_failure("unknown command \"" + command + "\"; commands: run, validate, plugins, describe");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return dispatch(argc, argv);
+  } catch (const loom::Failure& f) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", first_line(f.what()).c_str());
+    return static_cast<int>(f.code());
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: internal: %s\n", first_line(e.what()).c_str());
+    return static_cast<int>(loom::ExitCode::runtime);
+  }
+}

@@ -1,0 +1,164 @@
+#include "options.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "failure.hpp"
+
+namespace loom {
+
+const char* option_type_name(loom_option_type type) {
+  switch (type) {
+    case LOOM_OPTION_TYPE_INT: return "int";
+    case LOOM_OPTION_TYPE_FLOAT: return "float";
+    case LOOM_OPTION_TYPE_BOOL: return "bool";
+    case LOOM_OPTION_TYPE_STRING: return "string";
+  }
+  return "unknown";
+}
+
+std::string format_option_value(const OptionValue& value) {
+  std::ostringstream out;
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) out << toml::value<std::string>(v);
+        else if constexpr (std::is_same_v<T, bool>) out << (v ? "true" : "false");
+        else if constexpr (std::is_same_v<T, double>) out << toml::value<double>(v);
+        else out << v;
+      },
+      value);
+  return out.str();
+}
+
+OptionValue parse_default(const OptionSpec& spec) {
+  const std::string& text = *spec.default_text;
+  size_t used = 0;
+  switch (spec.type) {
+    case LOOM_OPTION_TYPE_INT: {
+      const int64_t v = std::stoll(text, &used);
+      if (used != text.size()) throw std::invalid_argument(text);
+      return v;
+    }
+    case LOOM_OPTION_TYPE_FLOAT: {
+      const double v = std::stod(text, &used);
+      if (used != text.size()) throw std::invalid_argument(text);
+      return v;
+    }
+    case LOOM_OPTION_TYPE_BOOL:
+      if (text == "true") return true;
+      if (text == "false") return false;
+      throw std::invalid_argument(text);
+    case LOOM_OPTION_TYPE_STRING: return text;
+  }
+  throw std::invalid_argument(text);
+}
+
+std::string source_position(const toml::node& node) {
+  const toml::source_region& src = node.source();
+  std::ostringstream out;
+  out << (src.path ? *src.path : std::string("<manifest>"));
+  if (src.begin.line > 0) out << ':' << src.begin.line << ':' << src.begin.column;
+  return out.str();
+}
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1u : 0u)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Converts a manifest value to the declared type, or returns nullopt when it does not fit.
+std::optional<OptionValue> convert(const toml::node& node, loom_option_type type) {
+  switch (type) {
+    case LOOM_OPTION_TYPE_INT:
+      if (auto v = node.value_exact<int64_t>()) return *v;
+      break;
+    case LOOM_OPTION_TYPE_FLOAT:
+      if (auto v = node.value_exact<double>()) return *v;
+      if (auto v = node.value_exact<int64_t>()) return static_cast<double>(*v);
+      break;
+    case LOOM_OPTION_TYPE_BOOL:
+      if (auto v = node.value_exact<bool>()) return *v;
+      break;
+    case LOOM_OPTION_TYPE_STRING:
+      if (auto v = node.value_exact<std::string>()) return *v;
+      break;
+  }
+  return std::nullopt;
+}
+
+const char* toml_type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::string: return "string";
+    case toml::node_type::array: return "array";
+    case toml::node_type::table: return "table";
+    default: return "date/time";
+  }
+}
+
+}  // namespace
+
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, key.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(key, c);
+    if (d < best_distance) best = c, best_distance = d;
+  }
+  return best.empty() ? "" : "; did you mean \"" + best + "\"?";
+}
+
+std::map<std::string, OptionValue> resolve_options(const toml::table& table,
+                                                    const std::vector<OptionSpec>& specs,
+                                                    const std::string& who,
+                                                    const std::string& describe_hint,
+                                                    const std::vector<std::string>& reserved) {
+  std::map<std::string, OptionValue> values;
+  std::vector<std::string> names;
+  for (const auto& s : specs) names.push_back(s.name);
+
+  for (const auto& [key, node] : table) {
+    const std::string name(key.str());
+    if (std::find(reserved.begin(), reserved.end(), name) != reserved.end()) continue;
+    auto spec = std::find_if(specs.begin(), specs.end(), [&](const OptionSpec& s) { return s.name == name; });
+    if (spec == specs.end()) {
+      std::string known;
+      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+      throw usage_failure(source_position(node) + ": " + who + ": unknown option \"" + name + "\"" +
+                          did_you_mean(name, names) + " (known: " + (known.empty() ? "none" : known) +
+                          "; " + describe_hint + ")");
+    }
+    auto value = convert(node, spec->type);
+    if (!value)
+      throw usage_failure(source_position(node) + ": " + who + ": option \"" + name + "\" must be " +
+                          option_type_name(spec->type) + ", not " + toml_type_name(node) + " (" +
+                          describe_hint + ")");
+    values[name] = *value;
+  }
+  for (const auto& spec : specs) {
+    if (values.count(spec.name)) continue;
+    if (spec.required)
+      throw usage_failure(source_position(table) + ": " + who + ": missing required option \"" + spec.name +
+                          "\" (" + option_type_name(spec.type) + ": " + spec.doc + "); add " + spec.name +
+                          " = ... to this table");
+    if (spec.default_text) values[spec.name] = parse_default(spec);
+  }
+  return values;
+}
+
+}  // namespace loom

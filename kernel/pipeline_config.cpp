@@ -1,0 +1,185 @@
+#include "pipeline_config.hpp"
+
+#include <algorithm>
+
+#include "failure.hpp"
+
+namespace fs = std::filesystem;
+
+namespace loom {
+
+const std::vector<OptionSpec>& run_options() {
+  static const std::vector<OptionSpec> specs = {
+      {"name", LOOM_OPTION_TYPE_STRING, "run", false, "Run name; the run directory is <dir>/<name>."},
+      {"dir", LOOM_OPTION_TYPE_STRING, "runs", false,
+       "Parent of the run directory; relative paths start at the current directory."},
+      {"seed", LOOM_OPTION_TYPE_INT, "0", false, "Seed for initialization, data order and dropout."},
+      {"steps", LOOM_OPTION_TYPE_INT, "100", false, "Optimizer steps to run."},
+      {"device", LOOM_OPTION_TYPE_STRING, "cpu", false, "\"cpu\", \"cuda\" or \"cuda:N\"."},
+      {"grad_accum", LOOM_OPTION_TYPE_INT, "1", false, "Micro-batches accumulated per optimizer step."},
+      {"clip_grad_norm", LOOM_OPTION_TYPE_FLOAT, "1.0", false,
+       "Clip the global gradient norm to this value; 0 turns clipping off."},
+      {"log_every", LOOM_OPTION_TYPE_INT, "10", false, "Hand metrics to trackers every N steps (and at the end)."},
+      {"threads", LOOM_OPTION_TYPE_INT, "0", false, "CPU threads for LibTorch ops; 0 keeps LibTorch's default."},
+  };
+  return specs;
+}
+
+namespace {
+
+struct SlotDef {
+  const char* key;
+  loom_kind kind;
+  bool many;                // array of tables ([[trackers]])
+  const char* default_use;  // used when the table is absent; nullptr: required
+};
+
+const SlotDef kSlots[] = {
+    {"model", LOOM_KIND_MODEL, false, nullptr},
+    {"data", LOOM_KIND_DATASET, false, nullptr},
+    {"optimizer", LOOM_KIND_OPTIMIZER, false, nullptr},
+    {"schedule", LOOM_KIND_SCHEDULE, false, "constant"},
+    {"trackers", LOOM_KIND_TRACKER, true, "console"},
+    {"hooks", LOOM_KIND_HOOK, true, ""},  // "": none by default
+};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out.empty() ? "none" : out;
+}
+
+SlotConfig resolve_slot(const std::string& slot, const SlotDef& def, const toml::table& table,
+                        const Registry& registry, toml::table& resolved_out) {
+  const auto* use = table.get("use");
+  const std::string installed = join(registry.names(def.kind));
+  if (use == nullptr)
+    throw usage_failure(source_position(table) + ": [" + slot + "]: missing use = \"<" + kind_name(def.kind) +
+                        " name>\" (installed " + kind_name(def.kind) + "s: " + installed + ")");
+  auto name = use->value_exact<std::string>();
+  if (!name) throw usage_failure(source_position(*use) + ": [" + slot + "]: use must be a string");
+  const Component* component = registry.lookup(def.kind, *name);
+  if (component == nullptr) {
+    std::string hint = did_you_mean(*name, registry.names(def.kind));
+    for (const Component* other : registry.named(*name))
+      hint += std::string("; \"") + *name + "\" is a " + kind_name(other->kind) + ", not a " + kind_name(def.kind);
+    throw usage_failure(source_position(*use) + ": [" + slot + "]: no " + kind_name(def.kind) + " named \"" +
+                        *name + "\"" + hint + " (installed: " + installed +
+                        "; `host plugins` lists every plugin and where it looked)");
+  }
+  SlotConfig out{slot, component, {}};
+  out.config.values = resolve_options(table, component->options, "[" + slot + "] " + *name,
+                                      "see `host describe " + *name + "`", {"use"});
+  resolved_out.insert_or_assign("use", *name);
+  for (const auto& [key, value] : out.config.values)
+    std::visit([&](const auto& v) { resolved_out.insert_or_assign(key, v); }, value);
+  return out;
+}
+
+RunSettings read_run(const toml::table& root, toml::table& resolved) {
+  toml::table empty;
+  const toml::table* table = root.get_as<toml::table>("run");
+  if (root.get("run") && !table) throw usage_failure(source_position(*root.get("run")) + ": run must be a table");
+  auto values = resolve_options(table ? *table : empty, run_options(), "[run]",
+                                "README \"Manifest reference\" lists [run] options", {});
+  toml::table out;
+  for (const auto& [key, value] : values) std::visit([&](const auto& v) { out.insert_or_assign(key, v); }, value);
+  resolved.insert_or_assign("run", out);
+
+  RunSettings run;
+  run.name = std::get<std::string>(values["name"]);
+  run.dir = std::get<std::string>(values["dir"]);
+  run.device = std::get<std::string>(values["device"]);
+  run.seed = static_cast<uint64_t>(std::get<int64_t>(values["seed"]));
+  run.steps = std::get<int64_t>(values["steps"]);
+  run.grad_accum = std::get<int64_t>(values["grad_accum"]);
+  run.log_every = std::get<int64_t>(values["log_every"]);
+  run.threads = std::get<int64_t>(values["threads"]);
+  run.clip_grad_norm = std::get<double>(values["clip_grad_norm"]);
+  const auto at = [&](const char* key) {
+    const toml::node* n = table ? table->get(key) : nullptr;
+    return n ? source_position(*n) : std::string("[run]");
+  };
+  if (run.steps < 1) throw usage_failure(at("steps") + ": [run] steps must be at least 1");
+  if (run.grad_accum < 1) throw usage_failure(at("grad_accum") + ": [run] grad_accum must be at least 1");
+  if (run.log_every < 1) throw usage_failure(at("log_every") + ": [run] log_every must be at least 1");
+  if (run.clip_grad_norm < 0) throw usage_failure(at("clip_grad_norm") + ": [run] clip_grad_norm must be >= 0");
+  if (run.name.empty() || run.name.find('/') != std::string::npos)
+    throw usage_failure(at("name") + ": [run] name must be a non-empty folder name without '/'");
+  return run;
+}
+
+}  // namespace
+
+std::vector<PluginDir> manifest_plugin_dirs(const Manifest& manifest) {
+  std::vector<PluginDir> dirs;
+  const auto* plugins = manifest.root.get("plugins");
+  if (!plugins) return dirs;
+  const auto* table = plugins->as_table();
+  if (!table) throw usage_failure(source_position(*plugins) + ": plugins must be a table with paths = [...]");
+  for (const auto& [key, node] : *table) {
+    if (key.str() != "paths")
+      throw usage_failure(source_position(node) + ": [plugins]: unknown option \"" + std::string(key.str()) +
+                          "\"" + did_you_mean(std::string(key.str()), {"paths"}) + " (only paths is known)");
+    const auto* array = node.as_array();
+    if (!array) throw usage_failure(source_position(node) + ": [plugins] paths must be an array of strings");
+    for (const auto& item : *array) {
+      auto text = item.value<std::string>();
+      if (!text) throw usage_failure(source_position(item) + ": [plugins] paths must hold strings");
+      fs::path p(*text);
+      if (p.is_relative()) p = manifest.path.parent_path() / p;
+      dirs.push_back({p, source_position(item)});
+    }
+  }
+  return dirs;
+}
+
+PipelineConfig resolve_pipeline(const Manifest& manifest, const Registry& registry) {
+  PipelineConfig out;
+  out.run = read_run(manifest.root, out.resolved);
+  if (const auto* plugins = manifest.root.get("plugins")) out.resolved.insert_or_assign("plugins", *plugins);
+
+  for (const SlotDef& def : kSlots) {
+    const toml::node* node = manifest.root.get(def.key);
+    if (!def.many) {
+      SlotConfig* target = def.kind == LOOM_KIND_MODEL     ? &out.model
+                           : def.kind == LOOM_KIND_DATASET ? &out.data
+                           : def.kind == LOOM_KIND_OPTIMIZER ? &out.optimizer
+                                                             : &out.schedule;
+      toml::table defaults;
+      const toml::table* table = node ? node->as_table() : nullptr;
+      if (node && !table) throw usage_failure(source_position(*node) + ": " + def.key + " must be a table");
+      if (!node) {
+        if (!def.default_use)
+          throw usage_failure(manifest.path.string() + ": missing [" + def.key + "] table; add one with use = \"<" +
+                              kind_name(def.kind) + " name>\" (installed: " + join(registry.names(def.kind)) + ")");
+        defaults.insert("use", def.default_use);
+        table = &defaults;
+      }
+      toml::table resolved;
+      *target = resolve_slot(def.key, def, *table, registry, resolved);
+      out.resolved.insert_or_assign(def.key, resolved);
+      continue;
+    }
+    std::vector<SlotConfig>& list = def.kind == LOOM_KIND_TRACKER ? out.trackers : out.hooks;
+    toml::array resolved_list;
+    toml::array defaults;
+    const toml::array* array = node ? node->as_array() : nullptr;
+    if (node && !array)
+      throw usage_failure(source_position(*node) + ": " + def.key + " must be an array of tables: write [[" +
+                          def.key + "]]");
+    if (!node && *def.default_use) defaults.push_back(toml::table{{"use", def.default_use}});
+    for (size_t i = 0; i < (array ? array : &defaults)->size(); ++i) {
+      const toml::node& item = *(array ? array : &defaults)->get(i);
+      const toml::table* table = item.as_table();
+      if (!table) throw usage_failure(source_position(item) + ": each " + def.key + " entry must be a table");
+      toml::table resolved;
+      list.push_back(resolve_slot(std::string(def.key) + "[" + std::to_string(i) + "]", def, *table, registry, resolved));
+      resolved_list.push_back(resolved);
+    }
+    out.resolved.insert_or_assign(def.key, resolved_list);
+  }
+  return out;
+}
+
+}  // namespace loom

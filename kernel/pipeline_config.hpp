@@ -1,0 +1,44 @@
+// pipeline_config.hpp: turns a manifest into what the trainer needs: the [run] settings and,
+// for each slot, the chosen component with its validated options.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "manifest.hpp"
+#include "options.hpp"
+#include "plugin_loader.hpp"
+#include "registry.hpp"
+
+namespace loom {
+
+struct RunSettings {
+  std::string name, dir, device;
+  uint64_t seed = 0;
+  int64_t steps = 0, grad_accum = 1, log_every = 10, threads = 0;
+  double clip_grad_norm = 0.0;  // 0: no clipping
+};
+
+struct SlotConfig {
+  std::string slot;                  // "model", "trackers[0]"
+  const Component* component = nullptr;
+  loom_config config;                // resolved options
+};
+
+struct PipelineConfig {
+  RunSettings run;
+  SlotConfig model, data, optimizer, schedule;
+  std::vector<SlotConfig> trackers, hooks;
+  toml::table resolved;  // every slot with defaults filled in; written to the run directory
+};
+
+// The [run] table's declared options (host describe run; README reference).
+const std::vector<OptionSpec>& run_options();
+
+// [plugins] paths, made absolute relative to the manifest's folder.
+std::vector<PluginDir> manifest_plugin_dirs(const Manifest& manifest);
+
+// Throws a usage Failure naming file:line:col for anything that does not resolve.
+PipelineConfig resolve_pipeline(const Manifest& manifest, const Registry& registry);
+
+}  // namespace loom

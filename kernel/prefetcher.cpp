@@ -1,0 +1,47 @@
+#include "prefetcher.hpp"
+
+namespace loom {
+
+Prefetcher::Prefetcher(DatasetInstance& dataset, size_t depth)
+    : dataset_(dataset), depth_(depth < 1 ? 1 : depth), thread_([this] { produce(); }) {}
+
+Prefetcher::~Prefetcher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void Prefetcher::produce() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });
+      if (stop_) return;
+    }
+    try {
+      Batch batch = dataset_.next();  // outside the lock: the consumer keeps going meanwhile
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(batch));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failure_ = std::current_exception();
+      stop_ = true;
+    }
+    changed_.notify_all();
+  }
+}
+
+Batch Prefetcher::pop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return !queue_.empty() || failure_ != nullptr; });
+  if (queue_.empty()) std::rethrow_exception(failure_);
+  Batch batch = std::move(queue_.front());
+  queue_.pop_front();
+  changed_.notify_all();
+  return batch;
+}
+
+}  // namespace loom

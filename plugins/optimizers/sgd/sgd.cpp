@@ -1,0 +1,52 @@
+// sgd: stochastic gradient descent with optional momentum and weight decay, applied to the
+// host's flat buffers: one fused update per group, whatever the parameter count.
+#include <loom/optimizer.hpp>
+
+namespace {
+
+class Sgd final : public loom::Optimizer {
+ public:
+  static constexpr const char* name = "sgd";
+  static constexpr const char* summary = "SGD with optional momentum and decoupled weight decay.";
+  static constexpr loom_option_spec options[] = {
+      loom::option("lr", LOOM_OPTION_TYPE_FLOAT, "0.01", "Base learning rate; the schedule scales it."),
+      loom::option("momentum", LOOM_OPTION_TYPE_FLOAT, "0.0", "Momentum factor; 0 disables the buffer."),
+      loom::option("weight_decay", LOOM_OPTION_TYPE_FLOAT, "0.0",
+                   "Decoupled decay; parameters flagged no-decay are exempt."),
+  };
+
+  Sgd(const loom::Config& c, const loom::Context&, Groups groups)
+      : Optimizer(std::move(groups)), momentum_(c.f64("momentum")), weight_decay_(c.f64("weight_decay")) {
+    if (momentum_ < 0 || momentum_ >= 1) throw loom::Error("sgd: momentum must be in [0, 1)");
+    if (weight_decay_ < 0) throw loom::Error("sgd: weight_decay must be >= 0");
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      decay_mask_.push_back(decay_mask(groups_[i]));
+      if (momentum_ > 0) {
+        buffers_.push_back(at::zeros_like(groups_[i].params));
+        add_state("momentum." + std::to_string(i), buffers_.back());
+      }
+    }
+  }
+
+  void step(double lr, int64_t) override {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      Group& g = groups_[i];
+      if (weight_decay_ > 0) g.params.addcmul_(g.params, decay_mask_[i], -lr * weight_decay_);
+      if (momentum_ > 0) {
+        buffers_[i].mul_(momentum_).add_(g.grads);
+        g.params.add_(buffers_[i], -lr);
+      } else {
+        g.params.add_(g.grads, -lr);
+      }
+    }
+  }
+
+ private:
+  double momentum_, weight_decay_;
+  std::vector<at::Tensor> decay_mask_, buffers_;
+};
+
+}  // namespace
+
+LOOM_PLUGIN("sgd", "0.1.0", loom::component<Sgd>())

@@ -1,0 +1,155 @@
+/* jsonl.c: the `jsonl` tracker. Appends one JSON object per log call to a file, e.g.
+ *   {"step":40,"loss":2.3456000000000001,"lr":0.001}
+ * Written in plain C99 against <loom/abi.h> alone, with no C++ helpers: it is the proof that a
+ * torch-free plugin needs nothing but the C header, and it keeps loading across LibTorch
+ * upgrades. Only rank 0 writes; other ranks get an instance that does nothing. */
+#include <loom/abi.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const loom_host_api* host; /* static; set by loom_plugin_init */
+
+struct loom_tracker {
+  FILE* file; /* NULL on ranks other than 0 */
+  char* path; /* owned; for error messages */
+};
+
+/* A status whose message is "jsonl: <what> '<path>': <errno text>". */
+static loom_status* io_error(loom_status_code code, const char* what, const char* path, int err) {
+  char message[1024];
+  snprintf(message, sizeof message, "jsonl: %s '%s': %s", what, path, strerror(err));
+  return host->status_create(code, message);
+}
+
+static char* join_path(const char* dir, const char* name) {
+  size_t dir_len = (dir != NULL && name[0] != '/') ? strlen(dir) : 0;
+  size_t name_len = strlen(name);
+  char* out = (char*)malloc(dir_len + 1 + name_len + 1);
+  if (out == NULL) return NULL;
+  if (dir_len > 0) {
+    memcpy(out, dir, dir_len);
+    out[dir_len++] = '/';
+  }
+  memcpy(out + dir_len, name, name_len + 1);
+  return out;
+}
+
+static void jsonl_destroy(loom_tracker* tracker) {
+  if (tracker == NULL) return;
+  if (tracker->file != NULL) fclose(tracker->file);
+  free(tracker->path);
+  free(tracker);
+}
+
+static loom_status* jsonl_create(const loom_context* context, const loom_config* config,
+                                 loom_tracker** out) {
+  /* The host fills the context: fields beyond its struct_size are absent. */
+  int32_t rank = LOOM_STRUCT_HAS(context, loom_context, rank) ? context->rank : 0;
+  const char* run_dir = LOOM_STRUCT_HAS(context, loom_context, run_dir) ? context->run_dir : NULL;
+  const char* name = NULL;
+  loom_tracker* tracker;
+  loom_status* status;
+
+  *out = NULL;
+  status = host->config_get_string(config, "path", &name);
+  if (status != NULL) return status;
+  if (name == NULL || name[0] == '\0')
+    return host->status_create(LOOM_STATUS_CODE_INVALID_ARGUMENT,
+                               "jsonl: path is empty; set it to a file name such as \"metrics.jsonl\"");
+
+  tracker = (loom_tracker*)calloc(1, sizeof *tracker);
+  if (tracker == NULL) return host->status_create(LOOM_STATUS_CODE_INTERNAL, "jsonl: out of memory");
+  tracker->path = join_path(run_dir, name);
+  if (tracker->path == NULL) {
+    jsonl_destroy(tracker);
+    return host->status_create(LOOM_STATUS_CODE_INTERNAL, "jsonl: out of memory");
+  }
+  if (rank == 0) {
+    /* Append, so a resumed run continues the same file. */
+    tracker->file = fopen(tracker->path, "a");
+    if (tracker->file == NULL) {
+      status = io_error(LOOM_STATUS_CODE_INVALID_ARGUMENT, "cannot open", tracker->path, errno);
+      jsonl_destroy(tracker);
+      return status;
+    }
+  }
+  *out = tracker;
+  return NULL;
+}
+
+/* Writes name as a JSON string: quotes, backslashes and control characters escaped. */
+static void write_json_string(FILE* f, const char* s) {
+  fputc('"', f);
+  for (; *s != '\0'; ++s) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static void write_number(FILE* f, double v) {
+  if (isfinite(v)) fprintf(f, "%.17g", v); /* round-trips every double */
+  else fputs("null", f);                   /* JSON has no NaN or Infinity */
+}
+
+static loom_status* jsonl_log(loom_tracker* tracker, const loom_metrics* metrics) {
+  int64_t step = LOOM_STRUCT_HAS(metrics, loom_metrics, step) ? metrics->step : 0;
+  size_t count = LOOM_STRUCT_HAS(metrics, loom_metrics, count) ? metrics->count : 0;
+  const loom_metric* const* items = LOOM_STRUCT_HAS(metrics, loom_metrics, items) ? metrics->items : NULL;
+  FILE* f = tracker->file;
+  size_t i;
+
+  if (f == NULL) return NULL; /* not rank 0 */
+  fprintf(f, "{\"step\":%lld", (long long)step);
+  for (i = 0; items != NULL && i < count; ++i) {
+    const loom_metric* m = items[i];
+    if (m == NULL || !LOOM_STRUCT_HAS(m, loom_metric, value) || m->name == NULL) continue;
+    fputc(',', f);
+    write_json_string(f, m->name);
+    fputc(':', f);
+    write_number(f, m->value);
+  }
+  fputs("}\n", f);
+  /* Flush every line so a crash or preemption loses nothing already logged. */
+  if (fflush(f) != 0 || ferror(f)) {
+    int err = errno;
+    clearerr(f);
+    return io_error(LOOM_STATUS_CODE_INTERNAL, "cannot write", tracker->path, err);
+  }
+  return NULL;
+}
+
+static const loom_option_spec jsonl_options[] = {
+    {sizeof(loom_option_spec), "path", LOOM_OPTION_TYPE_STRING, "metrics.jsonl", 0,
+     "File to append to; a relative path is inside the run directory."},
+};
+
+static const loom_tracker_vtable jsonl_vtable = {
+    sizeof(loom_tracker_vtable), jsonl_create, jsonl_destroy, jsonl_log,
+    NULL /* note: optional, unused */
+};
+
+static const loom_component jsonl_component = {
+    sizeof(loom_component), LOOM_KIND_TRACKER, "jsonl",
+    "Appends every logged metric to a JSON Lines file.",
+    jsonl_options, sizeof jsonl_options / sizeof jsonl_options[0], &jsonl_vtable};
+
+static loom_status* register_components(loom_registry* registry) {
+  return host->registry_add_component(registry, &jsonl_component);
+}
+
+static const loom_plugin_info jsonl_info = {
+    sizeof(loom_plugin_info), LOOM_ABI_MAJOR, LOOM_ABI_MINOR, "jsonl", "0.1.0",
+    NULL /* torch-free */, register_components};
+
+LOOM_EXPORT const loom_plugin_info* loom_plugin_init(const loom_host_api* h); /* the one export */
+LOOM_EXPORT const loom_plugin_info* loom_plugin_init(const loom_host_api* h) {
+  host = h;
+  return &jsonl_info;
+}

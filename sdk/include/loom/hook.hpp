@@ -1,0 +1,49 @@
+// loom/hook.hpp: derive from loom::Hook to write a training hook (torch-free).
+//
+//   struct StopAt final : loom::Hook {
+//     static constexpr const char* name = "stop_at";
+//     static constexpr const char* summary = "Stops the run after a given step.";
+//     static constexpr loom_option_spec options[] = {
+//         loom::required_option("step", LOOM_OPTION_TYPE_INT, "Last step to run.")};
+//     int64_t last;
+//     StopAt(const loom::Config& c, const loom::Context&) : last(c.i64("step")) {}
+//     void on_event(loom_event e, const loom_state_view& s, loom_control& c) override {
+//       if (e == LOOM_EVENT_STEP_END && s.step + 1 >= last) c.request_stop = 1;
+//     }
+//   };
+#pragma once
+
+#include <loom/tracker.hpp>
+
+namespace loom {
+
+class Hook {
+ public:
+  static constexpr loom_kind kind = LOOM_KIND_HOOK;
+  template <class T>
+  static const void* vtable();
+
+  virtual ~Hook() = default;
+  // state: read-only view (fields the host lacks are zero); control: set fields to steer.
+  virtual void on_event(loom_event event, const loom_state_view& state, loom_control& control) = 0;
+};
+
+template <class T>
+const void* Hook::vtable() {
+  static const loom_hook_vtable vt = {
+      sizeof(loom_hook_vtable),
+      [](const loom_context* c, const loom_config* cfg, loom_hook** out) {
+        return detail::create<Hook, T>(c, cfg, out);
+      },
+      &detail::destroy<Hook, loom_hook>,
+      [](loom_hook* h, loom_event event, const loom_state_view* state, loom_control* control) {
+        return guard([&] {
+          loom_control local = read_in(control);
+          detail::self<Hook>(h).on_event(event, read_in(state), local);
+          write_out(control, local);
+        });
+      }};
+  return &vt;
+}
+
+}  // namespace loom

@@ -1,0 +1,101 @@
+// loom/model.hpp: derive from loom::Model to write a model component.
+//
+//   struct Bigram final : loom::Model {
+//     static constexpr const char* name = "bigram";
+//     static constexpr const char* summary = "Next-token logits from the current token.";
+//     at::Tensor table;
+//     Bigram(const loom::Config&, const loom::Context& ctx)
+//         : table(add_param("table", at::zeros({256, 256}))) {}
+//     at::Tensor loss_sum(const at::Tensor& x, const at::Tensor& y) override {
+//       return loom::token_loss_sum(table.index({x}), y);
+//     }
+//   };
+#pragma once
+
+#include <deque>
+#include <string>
+
+#include <loom/plugin.hpp>
+#include <loom/torch.hpp>
+
+namespace loom {
+
+// Sum of cross-entropy over every position whose target is not LOOM_IGNORE_INDEX.
+// logits: (B, T, V); targets: (B, T).
+inline at::Tensor token_loss_sum(const at::Tensor& logits, const at::Tensor& targets) {
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}), {},
+                                at::Reduction::Sum, LOOM_IGNORE_INDEX);
+}
+
+class Model {
+ public:
+  static constexpr loom_kind kind = LOOM_KIND_MODEL;
+  template <class T>
+  static const void* vtable();
+
+  virtual ~Model() = default;
+  // Sum of per-token losses of one micro-batch. inputs, targets: int64 (B, T).
+  virtual at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) = 0;
+  virtual void set_training(bool training) { training_ = training; }
+  virtual double flops_per_token() const { return 0.0; }
+
+ protected:
+  // Registers a parameter (in a fixed order) and returns a handle sharing its storage. The
+  // host later rebinds the storage into its flat buffer; every handle sees the change.
+  at::Tensor add_param(std::string name, at::Tensor init, uint32_t flags = 0) {
+    init.requires_grad_(true);
+    params_.push_back({std::move(name), init, flags});
+    return init;
+  }
+  bool training_ = true;
+
+ private:
+  struct Param {
+    std::string name;
+    at::Tensor tensor;
+    uint32_t flags;
+  };
+  std::deque<Param> params_;  // deque: addresses stay stable for the handles we lend
+
+  template <class T>
+  friend struct ModelGlue;
+};
+
+template <class T>
+struct ModelGlue {
+  static size_t param_count(const loom_model* m) { return detail::self<Model>(m).params_.size(); }
+  static loom_status* param_get(loom_model* m, size_t i, loom_param_view* out) {
+    return guard([&] {
+      auto& p = detail::self<Model>(m).params_.at(i);
+      write_out(out, loom_param_view{sizeof(loom_param_view), p.name.c_str(), handle(p.tensor), p.flags});
+    });
+  }
+  static loom_status* forward(loom_model* m, const loom_model_forward_args* in) {
+    return guard([&] {
+      const loom_model_forward_args args = read_in(in);
+      tensor(args.loss_sum) = detail::self<Model>(m).loss_sum(tensor(args.inputs), tensor(args.targets));
+    });
+  }
+  static loom_status* set_training(loom_model* m, int32_t training) {
+    return guard([&] { detail::self<Model>(m).set_training(training != 0); });
+  }
+  static double flops_per_token(const loom_model* m) { return detail::self<Model>(m).flops_per_token(); }
+};
+
+template <class T>
+const void* Model::vtable() {
+  static const loom_model_vtable vt = {
+      sizeof(loom_model_vtable),
+      [](const loom_context* c, const loom_config* cfg, loom_model** out) {
+        return detail::create<Model, T>(c, cfg, out);
+      },
+      &detail::destroy<Model, loom_model>,
+      &ModelGlue<T>::param_count,
+      &ModelGlue<T>::param_get,
+      &ModelGlue<T>::forward,
+      &ModelGlue<T>::set_training,
+      &ModelGlue<T>::flops_per_token};
+  return &vt;
+}
+
+}  // namespace loom
