@@ -60,7 +60,7 @@ int command_run(const std::string& manifest, const std::vector<std::string>& ove
   if (ec) throw runtime_failure(run_dir.string() + ": cannot create the run directory: " + ec.message());
   {
     std::ofstream out(run_dir / "manifest.toml");
-    out << "# Resolved manifest of this run: every default filled in.\n" << loaded->pipeline.resolved << "\n";
+    out << "# Resolved manifest of this run: every default filled in.\n" << to_toml_text(loaded->pipeline.resolved) << "\n";
     if (!out) throw runtime_failure((run_dir / "manifest.toml").string() + ": cannot write the resolved manifest");
   }
   spdlog::info("run {}: {} steps on {}, writing to {}", run.name, run.steps, run.device, run_dir.string());
@@ -73,7 +73,7 @@ int command_run(const std::string& manifest, const std::vector<std::string>& ove
 
 int command_validate(const std::string& manifest, const std::vector<std::string>& overrides) {
   auto loaded = load_everything(manifest, overrides);
-  std::cout << "# " << manifest << " is valid. Resolved:\n" << loaded->pipeline.resolved << "\n";
+  std::cout << "# " << manifest << " is valid. Resolved:\n" << to_toml_text(loaded->pipeline.resolved) << "\n";
   return static_cast<int>(ExitCode::ok);
 }
 

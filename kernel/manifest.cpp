@@ -125,9 +125,9 @@ Manifest load_manifest(const fs::path& path, const std::vector<std::string>& ove
     if (std::find(known.begin(), known.end(), name) != known.end()) continue;
     const auto& planned = planned_tables();
     if (std::find(planned.begin(), planned.end(), name) != planned.end())
-      throw usage_failure(source_position(node) + ": [" + name +
+      throw usage_failure(source_position(key.source()) + ": [" + name +
                           "] is not supported by this version of Loom yet; remove the table");
-    throw usage_failure(source_position(node) + ": unknown table [" + name + "]" + did_you_mean(name, known) +
+    throw usage_failure(source_position(key.source()) + ": unknown table [" + name + "]" + did_you_mean(name, known) +
                         " (README \"Manifest reference\" lists the tables)");
   }
   return manifest;

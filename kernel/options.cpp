@@ -17,18 +17,16 @@ const char* option_type_name(loom_option_type type) {
   return "unknown";
 }
 
-std::string format_option_value(const OptionValue& value) {
+std::string to_toml_text(const toml::node& node) {
+  constexpr auto flags = (toml::toml_formatter::default_flags & ~toml::format_flags::allow_literal_strings) |
+                         toml::format_flags::relaxed_float_precision;
   std::ostringstream out;
-  std::visit(
-      [&](const auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::string>) out << toml::value<std::string>(v);
-        else if constexpr (std::is_same_v<T, bool>) out << (v ? "true" : "false");
-        else if constexpr (std::is_same_v<T, double>) out << toml::value<double>(v);
-        else out << v;
-      },
-      value);
+  out << toml::toml_formatter(node, flags);
   return out.str();
+}
+
+std::string format_option_value(const OptionValue& value) {
+  return std::visit([](const auto& v) { return to_toml_text(toml::value<std::decay_t<decltype(v)>>(v)); }, value);
 }
 
 OptionValue parse_default(const OptionSpec& spec) {
@@ -54,8 +52,7 @@ OptionValue parse_default(const OptionSpec& spec) {
   throw std::invalid_argument(text);
 }
 
-std::string source_position(const toml::node& node) {
-  const toml::source_region& src = node.source();
+std::string source_position(const toml::source_region& src) {
   std::ostringstream out;
   out << (src.path ? *src.path : std::string("<manifest>"));
   if (src.begin.line > 0) out << ':' << src.begin.line << ':' << src.begin.column;
@@ -139,7 +136,7 @@ std::map<std::string, OptionValue> resolve_options(const toml::table& table,
     if (spec == specs.end()) {
       std::string known;
       for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-      throw usage_failure(source_position(node) + ": " + who + ": unknown option \"" + name + "\"" +
+      throw usage_failure(source_position(key.source()) + ": " + who + ": unknown option \"" + name + "\"" +
                           did_you_mean(name, names) + " (known: " + (known.empty() ? "none" : known) +
                           "; " + describe_hint + ")");
     }

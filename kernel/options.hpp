@@ -29,8 +29,11 @@ std::string format_option_value(const OptionValue& value);
 // Parses a declared default; throws std::invalid_argument when the text does not fit the type.
 OptionValue parse_default(const OptionSpec& spec);
 
-// "file:line:col" of a manifest node ("<unknown>" when toml++ has no source).
-std::string source_position(const toml::node& node);
+// "file:line:col" of a manifest node or key ("<manifest>" when toml++ has no source).
+std::string source_position(const toml::source_region& source);
+inline std::string source_position(const toml::node& node) { return source_position(node.source()); }
+// TOML text as Loom writes it: double-quoted strings, shortest round-trip floats.
+std::string to_toml_text(const toml::node& node);
 // "; did you mean \"lr\"?" when a candidate is close to key, else "".
 std::string did_you_mean(const std::string& key, const std::vector<std::string>& candidates);
 

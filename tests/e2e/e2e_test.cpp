@@ -1,0 +1,107 @@
+// End to end through the real host binary and the real plugins: the quickstart trains,
+// runs are reproducible, gradient accumulation weighs tokens exactly, and the CLI helps.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+#include <vector>
+
+#include "run_host.hpp"
+
+using loom_test::run_host;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kQuickstart = std::string(LOOM_SOURCE_DIR) + "/configs/quickstart.toml";
+
+// Runs the quickstart with overrides into a fresh run directory; returns the logged losses.
+std::vector<double> train(const std::string& name, const std::string& sets, int* code = nullptr) {
+  const fs::path dir = loom_test::tmp_dir("e2e-" + name);
+  const auto r = run_host("run " + kQuickstart + " --set run.dir=\"" + dir.string() + "\" --set run.name=" + name +
+                          " " + sets);
+  if (code) *code = r.code;
+  else REQUIRE_MESSAGE(r.code == 0, r.err);
+  std::vector<double> losses;
+  std::istringstream lines(loom_test::read_file(dir / name / "metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) losses.push_back(nlohmann::json::parse(line).at("loss"));
+  return losses;
+}
+
+}  // namespace
+
+TEST_CASE("quickstart exits 0, writes metrics and its loss falls well below the first") {
+  const fs::path dir = loom_test::tmp_dir("e2e-quickstart");
+  const auto r = run_host("run " + kQuickstart + " --set run.dir=\"" + dir.string() + "\"");
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const fs::path run = dir / "quickstart";
+  CHECK(fs::exists(run / "manifest.toml"));
+  std::istringstream lines(loom_test::read_file(run / "metrics.jsonl"));
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+  REQUIRE(records.size() == 12);  // 300 steps, log_every 25
+  CHECK(records.back().at("step") == 300);
+  const double first = records.front().at("loss"), last = records.back().at("loss");
+  CHECK(first > 5.0);       // about ln(256) = 5.55 at the start
+  CHECK(last < 0.3 * first);
+  for (const char* key : {"lr", "grad_norm", "tokens_per_s", "step_time_ms", "data_time_ms", "eta_s"})
+    CHECK_MESSAGE(records.back().contains(key), key);
+  // The resolved manifest records defaults the user never wrote.
+  CHECK(loom_test::read_file(run / "manifest.toml").find("beta2 = 0.999") != std::string::npos);
+  CHECK(r.err.find("done: 300 steps") != std::string::npos);
+}
+
+TEST_CASE("the same manifest and seed give identical loss sequences; another seed does not") {
+  const std::string sets = "--set run.steps=30 --set run.log_every=1";
+  const auto a = train("same-a", sets), b = train("same-b", sets);
+  REQUIRE(a.size() == 30);
+  CHECK(a == b);
+  CHECK(train("other-seed", sets + " --set run.seed=7") != a);
+}
+
+TEST_CASE("grad_accum 2 x batch 8 matches one batch of 16: tokens weigh the same") {
+  const std::string common = "--set run.steps=20 --set run.log_every=1 ";
+  const auto whole = train("accum-1", common + "--set data.batch_size=16 --set run.grad_accum=1");
+  const auto split = train("accum-2", common + "--set data.batch_size=8 --set run.grad_accum=2");
+  REQUIRE(whole.size() == split.size());
+  for (size_t i = 0; i < whole.size(); ++i) CHECK(split[i] == doctest::Approx(whole[i]).epsilon(1e-4));
+}
+
+TEST_CASE("nan_guard abort ends a diverging run with exit 1 and one clear line") {
+  int code = 0;
+  train("diverge", "--set run.steps=20 --set run.clip_grad_norm=0 --set optimizer.lr=1e30 "
+                   "--set hooks.0.action=abort", &code);
+  CHECK(code == 1);
+  const fs::path dir = loom_test::tmp_dir("e2e-diverge2");
+  const auto r = run_host("run " + kQuickstart + " --set run.dir=\"" + dir.string() +
+                          "\" --set run.steps=20 --set run.clip_grad_norm=0 --set optimizer.lr=1e30 "
+                          "--set hooks.0.action=abort");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("error: ") != std::string::npos);
+  CHECK(r.err.find("nan_guard") != std::string::npos);
+  CHECK(r.err.find("non-finite") != std::string::npos);
+}
+
+TEST_CASE("validate, describe, plugins, --help and --version help the user") {
+  const auto v = run_host("validate " + kQuickstart);
+  CHECK(v.code == 0);
+  CHECK(v.out.find("use = \"adamw\"") != std::string::npos);
+  const auto d = run_host("describe adamw");
+  CHECK(d.code == 0);
+  CHECK(d.out.find("weight_decay") != std::string::npos);
+  CHECK(d.out.find("0.001") != std::string::npos);
+  const auto run = run_host("describe run");
+  CHECK(run.out.find("grad_accum") != std::string::npos);
+  const auto p = run_host("plugins");
+  CHECK(p.code == 0);
+  for (const char* name : {"mlp_lm", "synthetic", "sgd", "adamw", "constant", "warmup_cosine", "console", "jsonl",
+                           "nan_guard"})
+    CHECK_MESSAGE(p.out.find(name) != std::string::npos, name);
+  CHECK(p.out.find("torch-free") != std::string::npos);
+  const auto h = run_host("--help");
+  CHECK(h.code == 0);
+  CHECK(h.out.find("exit codes") != std::string::npos);
+  CHECK(run_host("--version").out.find("plugin ABI 1") != std::string::npos);
+}

@@ -1,0 +1,71 @@
+// Manifest loading: extends, --set overrides and top-level validation.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "failure.hpp"
+#include "manifest.hpp"
+#include "run_host.hpp"
+
+using namespace loom;
+namespace fs = std::filesystem;
+
+namespace {
+fs::path write(const fs::path& dir, const std::string& name, const std::string& text) {
+  std::ofstream(dir / name) << text;
+  return dir / name;
+}
+std::string failure_of(const fs::path& path, const std::vector<std::string>& sets = {}) {
+  try {
+    load_manifest(path, sets);
+  } catch (const Failure& f) {
+    CHECK(f.code() == ExitCode::usage);
+    return f.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("extends merges tables key by key; the child wins") {
+  const fs::path dir = loom_test::tmp_dir("manifest-extends");
+  write(dir, "base.toml", "[run]\nsteps = 5\nseed = 1\n[optimizer]\nuse = \"sgd\"\nlr = 0.5\n");
+  const fs::path child = write(dir, "child.toml", "extends = \"base.toml\"\n[run]\nsteps = 7\n");
+  const Manifest m = load_manifest(child, {});
+  CHECK(m.root["run"]["steps"].value<int64_t>() == 7);
+  CHECK(m.root["run"]["seed"].value<int64_t>() == 1);
+  CHECK(m.root["optimizer"]["lr"].value<double>() == 0.5);
+  CHECK(!m.root.contains("extends"));
+}
+
+TEST_CASE("extends cycles are reported") {
+  const fs::path dir = loom_test::tmp_dir("manifest-cycle");
+  write(dir, "a.toml", "extends = \"b.toml\"\n");
+  const fs::path b = write(dir, "b.toml", "extends = \"a.toml\"\n");
+  CHECK(failure_of(b).find("extends cycle") != std::string::npos);
+}
+
+TEST_CASE("--set overrides values with TOML types, bare strings and array indexes") {
+  const fs::path dir = loom_test::tmp_dir("manifest-set");
+  const fs::path m = write(dir, "m.toml", "[run]\nsteps = 5\n[[trackers]]\nuse = \"console\"\n");
+  const Manifest out = load_manifest(m, {"run.steps=50", "optimizer.lr=1e-3", "run.name=abc", "trackers.0.use=jsonl"});
+  CHECK(out.root["run"]["steps"].value<int64_t>() == 50);
+  CHECK(out.root["optimizer"]["lr"].value<double>() == doctest::Approx(1e-3));
+  CHECK(out.root["run"]["name"].value<std::string>() == "abc");
+  CHECK(out.root["trackers"][0]["use"].value<std::string>() == "jsonl");
+  CHECK(failure_of(m, {"steps"}).find("expected KEY=VALUE") != std::string::npos);
+  CHECK(failure_of(m, {"trackers.3.use=x"}).find("past the end") != std::string::npos);
+}
+
+TEST_CASE("syntax errors and unknown tables name file, line and column") {
+  const fs::path dir = loom_test::tmp_dir("manifest-errors");
+  const fs::path bad = write(dir, "bad.toml", "[run]\nsteps = = 3\n");
+  const std::string syntax = failure_of(bad);
+  CHECK(syntax.find("bad.toml:2:") != std::string::npos);
+  CHECK(syntax.find("TOML syntax error") != std::string::npos);
+  const fs::path unknown = write(dir, "unknown.toml", "[optimiser]\nuse = \"sgd\"\n");
+  const std::string m = failure_of(unknown);
+  CHECK(m.find("unknown.toml:1:") != std::string::npos);
+  CHECK(m.find("did you mean \"optimizer\"") != std::string::npos);
+  CHECK(failure_of(dir / "nope.toml").find("manifest not found") != std::string::npos);
+}
