@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "failure.hpp"
+#include "host_api.hpp"
 #include "log.hpp"
 
 namespace po = boost::program_options;
@@ -61,7 +62,8 @@ int dispatch(int argc, char** argv) {
     return positional.empty() && !vm.count("help") ? 2 : 0;
   }
   if (vm.count("version")) {
-    std::cout << "loom host " << LOOM_VERSION << " (plugin ABI " << LOOM_ABI_MAJOR_TEXT << ")\n";
+    std::cout << "loom host " << LOOM_VERSION << " (plugin ABI " << LOOM_ABI_MAJOR << "." << LOOM_ABI_MINOR
+              << ", " << loom::host_torch_fingerprint() << ")\n";
     return 0;
   }
   const std::string command = positional[0];

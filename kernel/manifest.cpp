@@ -37,12 +37,13 @@ toml::table parse_file(const fs::path& path) {
   }
 }
 
-// Deep merge: tables merge key by key, anything else in `over` replaces `base`.
-void merge_into(toml::table& base, const toml::table& over) {
-  for (const auto& [key, node] : over) {
+// Deep merge: tables merge key by key, anything else in `over` replaces `base`. Nodes are
+// moved, not copied: toml++ drops the source position (file:line:col) on copy.
+void merge_into(toml::table& base, toml::table& over) {
+  for (auto&& [key, node] : over) {
     auto* existing = base.get(key);
     if (existing && existing->is_table() && node.is_table()) merge_into(*existing->as_table(), *node.as_table());
-    else base.insert_or_assign(key, node);
+    else base.insert_or_assign(key, std::move(node));
   }
 }
 
@@ -76,7 +77,8 @@ void apply_override(toml::table& root, const std::string& text) {
   try {
     parsed = toml::parse("value = " + raw, origin);
   } catch (const toml::parse_error&) {
-    parsed = toml::table{{"value", raw}};  // not TOML: take it as a bare string
+    // Not TOML: take it as a bare string, parsed too so that it carries the --set origin.
+    parsed = toml::parse("value = " + to_toml_text(toml::value<std::string>(raw)), origin);
   }
   std::vector<std::string> parts;
   for (size_t start = 0;;) {
@@ -109,7 +111,7 @@ void apply_override(toml::table& root, const std::string& text) {
   }
   auto* table = cursor->as_table();
   if (!table) throw usage_failure("--set " + text + ": the parent of \"" + parts.back() + "\" is not a table");
-  table->insert_or_assign(parts.back(), *parsed.get("value"));
+  table->insert_or_assign(parts.back(), std::move(*parsed.get("value")));  // moved: keeps the origin
 }
 
 }  // namespace

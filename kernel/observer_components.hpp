@@ -28,7 +28,6 @@ class MetricsView {
 
 class ScheduleInstance : public Instance<loom_schedule_vtable, loom_schedule> {
  public:
-  ScheduleInstance() = default;
   ScheduleInstance(const SlotConfig& slot, const RunContext& run);
   double factor(int64_t step);
 };

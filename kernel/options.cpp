@@ -55,7 +55,9 @@ OptionValue parse_default(const OptionSpec& spec) {
 std::string source_position(const toml::source_region& src) {
   std::ostringstream out;
   out << (src.path ? *src.path : std::string("<manifest>"));
-  if (src.begin.line > 0) out << ':' << src.begin.line << ':' << src.begin.column;
+  // A --set value's origin is "--set KEY" (manifest.cpp); its line:col would be meaningless.
+  const bool from_override = src.path && src.path->rfind("--set ", 0) == 0;
+  if (src.begin.line > 0 && !from_override) out << ':' << src.begin.line << ':' << src.begin.column;
   return out.str();
 }
 

@@ -21,6 +21,8 @@ const std::vector<OptionSpec>& run_options() {
        "Clip the global gradient norm to this value; 0 turns clipping off."},
       {"log_every", LOOM_OPTION_TYPE_INT, "10", false, "Hand metrics to trackers every N steps (and at the end)."},
       {"threads", LOOM_OPTION_TYPE_INT, "0", false, "CPU threads for LibTorch ops; 0 keeps LibTorch's default."},
+      {"peak_flops", LOOM_OPTION_TYPE_FLOAT, "0.0", false,
+       "FLOP/s that MFU is measured against; 0 measures the fp32 GEMM peak at start."},
   };
   return specs;
 }
@@ -96,6 +98,7 @@ RunSettings read_run(const toml::table& root, toml::table& resolved) {
   run.log_every = std::get<int64_t>(values["log_every"]);
   run.threads = std::get<int64_t>(values["threads"]);
   run.clip_grad_norm = std::get<double>(values["clip_grad_norm"]);
+  run.peak_flops = std::get<double>(values["peak_flops"]);
   const auto at = [&](const char* key) {
     const toml::node* n = table ? table->get(key) : nullptr;
     return n ? source_position(*n) : std::string("[run]");
@@ -127,7 +130,10 @@ std::vector<PluginDir> manifest_plugin_dirs(const Manifest& manifest) {
       auto text = item.value<std::string>();
       if (!text) throw usage_failure(source_position(item) + ": [plugins] paths must hold strings");
       fs::path p(*text);
-      if (p.is_relative()) p = manifest.path.parent_path() / p;
+      // Relative to the manifest that wrote the entry, which may be a base reached by extends.
+      const auto& source = item.source().path;
+      const fs::path origin = source && source->rfind("--set ", 0) != 0 ? fs::path(*source) : manifest.path;
+      if (p.is_relative()) p = origin.parent_path() / p;
       dirs.push_back({p, source_position(item)});
     }
   }

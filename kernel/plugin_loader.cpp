@@ -1,6 +1,5 @@
 #include "plugin_loader.hpp"
 
-#define BOOST_DLL_USE_STD_FS
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <dlfcn.h>

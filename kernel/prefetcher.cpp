@@ -2,8 +2,8 @@
 
 namespace loom {
 
-Prefetcher::Prefetcher(DatasetInstance& dataset, size_t depth)
-    : dataset_(dataset), depth_(depth < 1 ? 1 : depth), thread_([this] { produce(); }) {}
+Prefetcher::Prefetcher(DatasetInstance& dataset, size_t depth, const at::Device& device)
+    : dataset_(dataset), depth_(depth < 1 ? 1 : depth), device_(device), thread_([this] { produce(); }) {}
 
 Prefetcher::~Prefetcher() {
   {
@@ -23,6 +23,10 @@ void Prefetcher::produce() {
     }
     try {
       Batch batch = dataset_.next();  // outside the lock: the consumer keeps going meanwhile
+      if (device_.is_cuda()) {  // page-locked host memory lets the copy overlap compute
+        batch.inputs = batch.inputs.pin_memory().to(device_, /*non_blocking=*/true);
+        batch.targets = batch.targets.pin_memory().to(device_, /*non_blocking=*/true);
+      }
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(std::move(batch));
     } catch (...) {

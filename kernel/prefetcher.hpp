@@ -15,7 +15,8 @@ namespace loom {
 
 class Prefetcher {
  public:
-  Prefetcher(DatasetInstance& dataset, size_t depth);
+  // On CUDA devices batches are pinned and copied with non_blocking on this thread.
+  Prefetcher(DatasetInstance& dataset, size_t depth, const at::Device& device);
   ~Prefetcher();  // stops and joins the producer
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -28,6 +29,7 @@ class Prefetcher {
 
   DatasetInstance& dataset_;
   const size_t depth_;
+  const at::Device device_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Batch> queue_;

@@ -13,6 +13,7 @@
 #include "failure.hpp"
 #include "flat_params.hpp"
 #include "observer_components.hpp"
+#include "peak_flops.hpp"
 #include "prefetcher.hpp"
 
 namespace loom {
@@ -43,16 +44,18 @@ struct LogWindow {
   double loss_sum = 0, data_seconds = 0;
 
   MetricList finish(int64_t step, int64_t total_steps, double lr, double grad_norm, int64_t all_tokens,
-                    double seconds_per_step_ema) {
+                    double seconds_per_step_ema, double flops_per_token, double peak_flops) {
     const double seconds = seconds_since(start);
+    const double tokens_per_s = tokens / std::max(seconds, 1e-9);
     MetricList m = {{"loss", loss_sum / steps},
                     {"lr", lr},
                     {"grad_norm", grad_norm},
-                    {"tokens_per_s", tokens / std::max(seconds, 1e-9)},
+                    {"tokens_per_s", tokens_per_s},
                     {"step_time_ms", 1e3 * seconds / steps},
                     {"data_time_ms", 1e3 * data_seconds / steps},
                     {"eta_s", seconds_per_step_ema * static_cast<double>(total_steps - step)},
                     {"tokens", static_cast<double>(all_tokens)}};
+    if (flops_per_token > 0 && peak_flops > 0) m.emplace_back("mfu", flops_per_token * tokens_per_s / peak_flops);
     *this = LogWindow{};
     return m;
   }
@@ -92,6 +95,12 @@ TrainSummary train(const PipelineConfig& config, const std::string& run_dir) {
   EventBus events(p.hooks);
   spdlog::info("model {}: {} parameters; data {}; optimizer {}; schedule {}", p.model.component().name,
                p.flat.numel(), p.data.component().name, p.optimizer.component().name, p.schedule.component().name);
+  const double flops_per_token = p.model.flops_per_token();
+  double peak_flops = settings.peak_flops;
+  if (flops_per_token > 0 && peak_flops <= 0) {
+    peak_flops = measure_peak_flops(device);
+    spdlog::info("MFU is reported against the fp32 GEMM peak measured now: {:.1f} GFLOP/s", peak_flops / 1e9);
+  }
 
   const double nan = std::numeric_limits<double>::quiet_NaN();
   loom_state_view state{sizeof(loom_state_view), 0, settings.steps, 0, nan, nan, 0.0, 0, nullptr,
@@ -100,7 +109,7 @@ TrainSummary train(const PipelineConfig& config, const std::string& run_dir) {
   const auto started = Clock::now();
   try {
     p.model.set_training(true);
-    Prefetcher prefetch(p.data, static_cast<size_t>(2 * settings.grad_accum));
+    Prefetcher prefetch(p.data, static_cast<size_t>(2 * settings.grad_accum), device);
     LogWindow window;
     double step_seconds_ema = 0;
     const double base_lr = p.optimizer.base_lr();
@@ -125,8 +134,7 @@ TrainSummary train(const PipelineConfig& config, const std::string& run_dir) {
       at::Tensor loss_total = at::zeros({}, at::TensorOptions().device(device));
       const double scale = 1.0 / static_cast<double>(std::max<int64_t>(tokens, 1));
       for (const Batch& b : batches) {
-        at::Tensor loss = p.model.loss_sum(b.inputs.to(device, /*non_blocking=*/true),
-                                           b.targets.to(device, /*non_blocking=*/true));
+        at::Tensor loss = p.model.loss_sum(b.inputs.to(device), b.targets.to(device));  // no-op once there
         (loss * scale).backward();
         loss_total += loss.detach();
       }
@@ -160,7 +168,8 @@ TrainSummary train(const PipelineConfig& config, const std::string& run_dir) {
       const double step_seconds = seconds_since(step_started);
       step_seconds_ema = step == 1 ? step_seconds : 0.9 * step_seconds_ema + 0.1 * step_seconds;
       if (step % settings.log_every == 0 || step == settings.steps || stop) {
-        MetricList metrics = window.finish(step, settings.steps, state.lr, state.grad_norm, state.tokens, step_seconds_ema);
+        MetricList metrics = window.finish(step, settings.steps, state.lr, state.grad_norm, state.tokens,
+                                           step_seconds_ema, flops_per_token, peak_flops);
         if (summary.skipped_steps > 0) metrics.emplace_back("skipped_steps", static_cast<double>(summary.skipped_steps));
         const MetricsView view(step, metrics);
         for (auto& tracker : p.trackers) tracker.log(view);

@@ -1,0 +1,55 @@
+// common.hpp: what the `gpt` and `llama` components share besides attention: option checks,
+// the batch check (length and token range) and the training FLOPs estimate. Header-only, in
+// the plugin-local namespace loom_gpt.
+#pragma once
+
+#include <loom/model.hpp>
+
+#include <string>
+
+namespace loom_gpt {
+
+// Option checks: each message names the component, the option and the fix.
+inline void require(bool ok, const std::string& message) {
+  if (!ok) throw loom::Error(message);
+}
+
+// Throws a loom::Error unless inputs fit the model: at most seq_len positions and every token
+// id in [0, V). Targets may also be LOOM_IGNORE_INDEX. One small reduction and one host sync.
+inline void check_batch(const char* component, const at::Tensor& inputs, const at::Tensor& targets, int64_t seq_len,
+                        int64_t vocab) {
+  if (inputs.dim() != 2)
+    throw loom::Error(std::string(component) + ": inputs must be (B, T) token ids, got " +
+                      std::to_string(inputs.dim()) + " dimensions");
+  const int64_t T = inputs.size(1);
+  if (T > seq_len)
+    throw loom::Error(std::string(component) + ": sequence length " + std::to_string(T) +
+                      " exceeds the model's seq_len " + std::to_string(seq_len) +
+                      "; raise model.seq_len to at least " + std::to_string(T) + " or shorten the data's seq_len");
+  if (inputs.numel() == 0) return;
+  const at::Tensor valid_targets = targets.masked_fill(targets.eq(LOOM_IGNORE_INDEX), 0);
+  const at::Tensor range = at::stack({inputs.min(), inputs.max(), valid_targets.min(), valid_targets.max()}).cpu();
+  const int64_t* r = range.data_ptr<int64_t>();
+  for (int which = 0; which < 2; ++which) {
+    if (r[2 * which] >= 0 && r[2 * which + 1] < vocab) continue;
+    const at::Tensor& ids = which == 0 ? inputs : valid_targets;
+    const at::Tensor where = at::logical_or(ids.lt(0), ids.ge(vocab)).nonzero().cpu();  // (N, 2)
+    const int64_t b = where[0][0].item<int64_t>(), t = where[0][1].item<int64_t>();
+    throw loom::Error(std::string(component) + ": " + (which == 0 ? "input" : "target") + " token id " +
+                      std::to_string(ids[b][t].item<int64_t>()) + " at batch row " + std::to_string(b) +
+                      ", position " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(vocab) +
+                      "); raise model.vocab_size or check the dataset's tokens");
+  }
+}
+
+// Training FLOPs per token (forward + backward): 6 N for the weight matrix products plus
+// 12 L C T for attention's q k^T and att v at full context, as in PaLM (Chowdhery et al. 2022,
+// appendix B) and Chinchilla (Hoffmann et al. 2022, appendix F). N counts the parameters that
+// take part in a matrix product: lookup-only tables (GPT's wpe, an untied Llama's input
+// embedding) are left out.
+inline double flops_per_token(int64_t matmul_params, int64_t n_layer, int64_t n_embd, int64_t seq_len) {
+  return 6.0 * static_cast<double>(matmul_params) +
+         12.0 * static_cast<double>(n_layer) * static_cast<double>(n_embd) * static_cast<double>(seq_len);
+}
+
+}  // namespace loom_gpt

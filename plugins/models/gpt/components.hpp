@@ -1,0 +1,10 @@
+// components.hpp: the two components of the `gpt` plugin. Each is defined (in an anonymous
+// namespace) in its own file; plugin.cpp registers them.
+#pragma once
+
+#include <loom/abi.h>
+
+namespace loom_gpt {
+const loom_component* gpt_component();    // gpt.cpp: GPT-2
+const loom_component* llama_component();  // llama.cpp: Llama
+}  // namespace loom_gpt
