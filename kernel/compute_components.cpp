@@ -57,7 +57,27 @@ Batch DatasetInstance::next() {
       batch.inputs.sizes() != batch.targets.sizes() || batch.inputs.dim() != 2)
     throw runtime_failure(where() + ": batches must be int64 inputs and targets of one (B, T) shape");
   batch.tokens = batch.targets.ne(LOOM_IGNORE_INDEX).sum().item<int64_t>();  // CPU tensor: no device sync
+  if (has_state()) batch.data_state = save_state();
   return batch;
+}
+
+std::string DatasetInstance::save_state() {
+  std::string bytes;
+  const loom_byte_writer writer = {sizeof(loom_byte_writer), &bytes,
+                                   [](void* user, const void* data, size_t size) -> loom_status* {
+                                     try {
+                                       static_cast<std::string*>(user)->append(static_cast<const char*>(data), size);
+                                       return nullptr;
+                                     } catch (const std::exception& e) {
+                                       return host_api()->status_create(LOOM_STATUS_CODE_INTERNAL, e.what());
+                                     }
+                                   }};
+  check(vt_.state_save(handle_, &writer), "state_save");
+  return bytes;
+}
+
+void DatasetInstance::load_state(const std::string& state) {
+  check(vt_.state_load(handle_, state.data(), state.size()), "state_load");
 }
 
 OptimizerInstance::OptimizerInstance(const SlotConfig& slot, const RunContext& run, const loom_param_groups& groups)
@@ -68,6 +88,20 @@ OptimizerInstance::OptimizerInstance(const SlotConfig& slot, const RunContext& r
 void OptimizerInstance::step(double lr, int64_t step) {
   const loom_optimizer_step_args args = {sizeof(args), lr, step};
   check(vt_.step(handle_, &args), "step");
+}
+
+std::vector<std::pair<std::string, at::Tensor*>> OptimizerInstance::state() {
+  std::vector<std::pair<std::string, at::Tensor*>> out;
+  const size_t count = vt_.state_count ? vt_.state_count(handle_) : 0;
+  for (size_t i = 0; i < count && vt_.state_get; ++i) {
+    loom_state_tensor view{};
+    view.struct_size = sizeof(view);
+    check(vt_.state_get(handle_, i, &view), "state_get");
+    if (view.name == nullptr || view.tensor == nullptr)
+      throw runtime_failure(where() + ": state tensor " + std::to_string(i) + " has no name or tensor");
+    out.emplace_back(view.name, &tensor(view.tensor));
+  }
+  return out;
 }
 
 double OptimizerInstance::base_lr() const {

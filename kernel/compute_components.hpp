@@ -30,18 +30,27 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
 struct Batch {
   at::Tensor inputs, targets;  // int64 (B, T)
   int64_t tokens = 0;          // positions whose target carries loss
+  std::string data_state;      // the dataset's position right after this batch (for resume)
 };
 
 class DatasetInstance : public Instance<loom_dataset_vtable, loom_dataset> {
  public:
   DatasetInstance(const SlotConfig& slot, const RunContext& run);
+  // The next batch, carrying the dataset's position after it when the dataset keeps one.
   Batch next();
+  bool has_state() const { return vt_.state_save != nullptr && vt_.state_load != nullptr; }
+  void load_state(const std::string& state);
+
+ private:
+  std::string save_state();
 };
 
 class OptimizerInstance : public Instance<loom_optimizer_vtable, loom_optimizer> {
  public:
   OptimizerInstance(const SlotConfig& slot, const RunContext& run, const loom_param_groups& groups);
   void step(double lr, int64_t step);
+  // Named state tensors (owned by the optimizer) for checkpoints.
+  std::vector<std::pair<std::string, at::Tensor*>> state();
   // The "lr" option when the optimizer declares one; the schedule scales it.
   double base_lr() const;
 };

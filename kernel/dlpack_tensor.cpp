@@ -1,6 +1,7 @@
 #include "dlpack_tensor.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "failure.hpp"
@@ -21,7 +22,48 @@ at::ScalarType scalar_type(DLDataType t) {
   return at::ScalarType::Undefined;
 }
 
+DLDataType dl_type(at::ScalarType t) {
+  switch (t) {
+    case at::kLong: return {kDLInt, 64, 1};
+    case at::kInt: return {kDLInt, 32, 1};
+    case at::kByte: return {kDLUInt, 8, 1};
+    case at::kFloat: return {kDLFloat, 32, 1};
+    case at::kDouble: return {kDLFloat, 64, 1};
+    case at::kHalf: return {kDLFloat, 16, 1};
+    case at::kBFloat16: return {kDLBfloat, 16, 1};
+    default: throw runtime_failure(std::string("tensors of dtype ") + c10::toString(t) + " cannot cross the ABI");
+  }
+}
+
 }  // namespace
+
+DLTensorView::DLTensorView(const at::Tensor& t) : shape_(t.sizes().vec()) {
+  if (!t.device().is_cpu() || !t.is_contiguous()) throw runtime_failure("DLTensorView needs a contiguous CPU tensor");
+  view_.data = t.data_ptr();
+  view_.device = {kDLCPU, 0};
+  view_.ndim = static_cast<int32_t>(shape_.size());
+  view_.dtype = dl_type(t.scalar_type());
+  view_.shape = shape_.data();
+  view_.strides = nullptr;  // compact row-major
+  view_.byte_offset = 0;
+}
+
+at::Tensor tensor_copy_from_dltensor(const DLTensor& t, const std::string& who) {
+  const at::ScalarType type = scalar_type(t.dtype);
+  if (t.device.device_type != kDLCPU || type == at::ScalarType::Undefined)
+    throw runtime_failure(who + ": tensors must be CPU tensors of a supported dtype");
+  if (t.strides != nullptr) {
+    int64_t expected = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      if (t.shape[i] != 1 && t.strides[i] != expected)
+        throw runtime_failure(who + ": tensors must be compact row-major");
+      expected *= t.shape[i];
+    }
+  }
+  at::Tensor out = at::empty(at::IntArrayRef(t.shape, t.ndim), at::TensorOptions().dtype(type));
+  std::memcpy(out.data_ptr(), static_cast<const char*>(t.data) + t.byte_offset, out.nbytes());
+  return out;
+}
 
 at::Tensor tensor_from_dlpack(DLManagedTensor* managed, const std::string& who) {
   const DLTensor& t = managed->dl_tensor;

@@ -50,6 +50,7 @@ class Instance {
 
   const std::string& slot() const { return slot_; }
   const Component& component() const { return *component_; }
+  const loom_config& config() const { return config_; }
 
  protected:
   // Calls the kind's create(context, config, extra..., &handle).

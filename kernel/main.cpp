@@ -24,6 +24,9 @@ commands:
   validate MANIFEST [--set KEY=VALUE]...  check a manifest and print it resolved
   plugins [--json]                        list plugins, their components and load errors
   describe NAME                           show a component's options ("run" for [run])
+  checkpoint inspect DIR [--json]         list a checkpoint's tensors, step and validity
+  checkpoint export DIR --format hf-safetensors [--out FILE]
+                                          write the model weights alone (default model.safetensors)
 
 options:
   --set KEY=VALUE   override a manifest value, e.g. --set optimizer.lr=1e-3 --set run.steps=50
@@ -44,9 +47,11 @@ int dispatch(int argc, char** argv) {
   po::options_description options;
   std::vector<std::string> overrides;
   std::vector<std::string> positional;
+  std::string format = "hf-safetensors", out = "model.safetensors";
   options.add_options()("help,h", "")("version", "")("verbose,v", "")("json", "")(
       "set", po::value<std::vector<std::string>>(&overrides)->composing(), "")(
-      "args", po::value<std::vector<std::string>>(&positional), "");
+      "args", po::value<std::vector<std::string>>(&positional), "")(
+      "format", po::value<std::string>(&format), "")("out,o", po::value<std::string>(&out), "");
   po::positional_options_description slots;
   slots.add("args", -1);
   po::variables_map vm;
@@ -88,7 +93,19 @@ int dispatch(int argc, char** argv) {
     expect_args(1, "describe NAME");
     return loom::command_describe(positional[1]);
   }
-  throw loom::usage_failure("unknown command \"" + command + "\"; commands: run, validate, plugins, describe");
+  if (command == "checkpoint" && positional.size() >= 2 && positional[1] == "inspect") {
+    expect_args(2, "checkpoint inspect DIR [--json]");
+    return loom::command_checkpoint_inspect(positional[2], vm.count("json") > 0);
+  }
+  if (command == "checkpoint" && positional.size() >= 2 && positional[1] == "export") {
+    expect_args(2, "checkpoint export DIR --format hf-safetensors [--out FILE]");
+    return loom::command_checkpoint_export(positional[2], format, out);
+  }
+  if (command == "checkpoint")
+    throw loom::usage_failure("usage: host checkpoint inspect DIR [--json] | host checkpoint export DIR --format "
+                              "hf-safetensors [--out FILE]");
+  throw loom::usage_failure("unknown command \"" + command +
+                            "\"; commands: run, validate, plugins, describe, checkpoint");
 }
 
 }  // namespace

@@ -27,6 +27,22 @@ const std::vector<OptionSpec>& run_options() {
   return specs;
 }
 
+const std::vector<OptionSpec>& checkpoint_options() {
+  static const std::vector<OptionSpec> specs = {
+      {"every", LOOM_OPTION_TYPE_INT, "0", false, "Save every N steps; 0 saves only at the end and on signals."},
+      {"keep", LOOM_OPTION_TYPE_INT, "3", false, "Newest checkpoints to keep; older ones are deleted after a save."},
+      {"keep_every", LOOM_OPTION_TYPE_INT, "0", false,
+       "Never delete checkpoints whose step is a multiple of this (milestones); 0: none."},
+      {"at_end", LOOM_OPTION_TYPE_BOOL, "true", false, "Save when the run ends."},
+      {"async", LOOM_OPTION_TYPE_BOOL, "true", false,
+       "Write in a background thread while training goes on (tensors are copied first)."},
+      {"resume", LOOM_OPTION_TYPE_STRING, "auto", false,
+       "\"auto\": continue from the newest valid checkpoint; \"none\": start fresh; or a checkpoint path."},
+      {"dir", LOOM_OPTION_TYPE_STRING, "checkpoints", false, "Where checkpoints go; relative to the run directory."},
+  };
+  return specs;
+}
+
 namespace {
 
 struct SlotDef {
@@ -44,6 +60,31 @@ const SlotDef kSlots[] = {
     {"trackers", LOOM_KIND_TRACKER, true, "console"},
     {"hooks", LOOM_KIND_HOOK, true, ""},  // "": none by default
 };
+const SlotDef kCheckpointSlot = {"checkpoint", LOOM_KIND_CHECKPOINT, false, "safetensors"};
+
+// Splits [checkpoint] into the manager's settings and the backend's own options.
+CheckpointSettings take_checkpoint_settings(SlotConfig& slot, const toml::table& table) {
+  auto& v = slot.config.values;
+  CheckpointSettings s;
+  s.enabled = true;
+  s.every = std::get<int64_t>(v.at("every"));
+  s.keep = std::get<int64_t>(v.at("keep"));
+  s.keep_every = std::get<int64_t>(v.at("keep_every"));
+  s.at_end = std::get<bool>(v.at("at_end"));
+  s.async = std::get<bool>(v.at("async"));
+  s.resume = std::get<std::string>(v.at("resume"));
+  s.dir = std::get<std::string>(v.at("dir"));
+  for (const auto& o : checkpoint_options()) v.erase(o.name);
+  const auto at = [&](const char* key) {
+    const toml::node* n = table.get(key);
+    return n ? source_position(*n) : source_position(table);
+  };
+  if (s.every < 0) throw usage_failure(at("every") + ": [checkpoint] every must be >= 0");
+  if (s.keep < 1) throw usage_failure(at("keep") + ": [checkpoint] keep must be at least 1");
+  if (s.keep_every < 0) throw usage_failure(at("keep_every") + ": [checkpoint] keep_every must be >= 0");
+  if (s.resume.empty()) throw usage_failure(at("resume") + ": [checkpoint] resume must be \"auto\", \"none\" or a path");
+  return s;
+}
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -52,25 +93,30 @@ std::string join(const std::vector<std::string>& items) {
 }
 
 SlotConfig resolve_slot(const std::string& slot, const SlotDef& def, const toml::table& table,
-                        const Registry& registry, toml::table& resolved_out) {
+                        const Registry& registry, toml::table& resolved_out,
+                        const std::vector<OptionSpec>& host_options = {}, const char* default_use = nullptr) {
   const auto* use = table.get("use");
   const std::string installed = join(registry.names(def.kind));
-  if (use == nullptr)
+  if (use == nullptr && default_use == nullptr)
     throw usage_failure(source_position(table) + ": [" + slot + "]: missing use = \"<" + kind_name(def.kind) +
                         " name>\" (installed " + kind_name(def.kind) + "s: " + installed + ")");
-  auto name = use->value_exact<std::string>();
+  auto name = use ? use->value_exact<std::string>() : std::optional<std::string>(default_use);
   if (!name) throw usage_failure(source_position(*use) + ": [" + slot + "]: use must be a string");
   const Component* component = registry.lookup(def.kind, *name);
   if (component == nullptr) {
     std::string hint = did_you_mean(*name, registry.names(def.kind));
     for (const Component* other : registry.named(*name))
       hint += std::string("; \"") + *name + "\" is a " + kind_name(other->kind) + ", not a " + kind_name(def.kind);
-    throw usage_failure(source_position(*use) + ": [" + slot + "]: no " + kind_name(def.kind) + " named \"" +
+    throw usage_failure((use ? source_position(*use) : source_position(table)) + ": [" + slot + "]: no " + kind_name(def.kind) + " named \"" +
                         *name + "\"" + hint + " (installed: " + installed +
                         "; `host plugins` lists every plugin and where it looked)");
   }
   SlotConfig out{slot, component, {}};
-  out.config.values = resolve_options(table, component->options, "[" + slot + "] " + *name,
+  std::vector<OptionSpec> specs = host_options;  // host-side options of the slot come first
+  for (const auto& o : component->options)
+    if (std::none_of(specs.begin(), specs.end(), [&](const OptionSpec& h) { return h.name == o.name; }))
+      specs.push_back(o);
+  out.config.values = resolve_options(table, specs, "[" + slot + "] " + *name,
                                       "see `host describe " + *name + "`", {"use"});
   resolved_out.insert_or_assign("use", *name);
   for (const auto& [key, value] : out.config.values)
@@ -142,6 +188,7 @@ std::vector<PluginDir> manifest_plugin_dirs(const Manifest& manifest) {
 
 PipelineConfig resolve_pipeline(const Manifest& manifest, const Registry& registry) {
   PipelineConfig out;
+  out.registry = &registry;
   out.run = read_run(manifest.root, out.resolved);
   if (const auto* plugins = manifest.root.get("plugins")) out.resolved.insert_or_assign("plugins", *plugins);
 
@@ -184,6 +231,15 @@ PipelineConfig resolve_pipeline(const Manifest& manifest, const Registry& regist
       resolved_list.push_back(resolved);
     }
     out.resolved.insert_or_assign(def.key, resolved_list);
+  }
+  if (const toml::node* node = manifest.root.get("checkpoint")) {
+    const toml::table* table = node->as_table();
+    if (!table) throw usage_failure(source_position(*node) + ": checkpoint must be a table");
+    toml::table resolved;
+    out.checkpoint_backend = resolve_slot("checkpoint", kCheckpointSlot, *table, registry, resolved,
+                                          checkpoint_options(), kCheckpointSlot.default_use);
+    out.checkpoint = take_checkpoint_settings(out.checkpoint_backend, *table);
+    out.resolved.insert_or_assign("checkpoint", resolved);
   }
   return out;
 }

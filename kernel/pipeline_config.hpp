@@ -26,15 +26,32 @@ struct SlotConfig {
   loom_config config;                // resolved options
 };
 
+// [checkpoint]: the manager's own options; the backend's options go to its SlotConfig.
+struct CheckpointSettings {
+  bool enabled = false;              // a [checkpoint] table is present
+  int64_t every = 0;                 // save every N steps; 0: only at the end and on signals
+  int64_t keep = 3;                  // newest checkpoints kept
+  int64_t keep_every = 0;            // steps that are multiples of this are never deleted
+  bool at_end = true;
+  bool async = true;
+  std::string resume = "auto";       // "auto", "none" or a checkpoint directory
+  std::string dir = "checkpoints";   // relative to the run directory
+};
+
 struct PipelineConfig {
   RunSettings run;
-  SlotConfig model, data, optimizer, schedule;
+  CheckpointSettings checkpoint;
+  SlotConfig model, data, optimizer, schedule, checkpoint_backend;
   std::vector<SlotConfig> trackers, hooks;
   toml::table resolved;  // every slot with defaults filled in; written to the run directory
+  const Registry* registry = nullptr;  // what resolved it; lives as long as the run
 };
 
 // The [run] table's declared options (host describe run; README reference).
 const std::vector<OptionSpec>& run_options();
+
+// The [checkpoint] table's host-side options (the backend adds its own).
+const std::vector<OptionSpec>& checkpoint_options();
 
 // [plugins] paths, made absolute relative to the manifest's folder.
 std::vector<PluginDir> manifest_plugin_dirs(const Manifest& manifest);

@@ -7,14 +7,17 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 
-#include "compute_components.hpp"
+#include "checkpoint_manager.hpp"
 #include "events.hpp"
 #include "failure.hpp"
-#include "flat_params.hpp"
-#include "observer_components.hpp"
 #include "peak_flops.hpp"
+#include "pipeline.hpp"
 #include "prefetcher.hpp"
+#include "resume_check.hpp"
+#include "run_state.hpp"
+#include "signals.hpp"
 
 namespace loom {
 namespace {
@@ -43,152 +46,213 @@ struct LogWindow {
   int64_t steps = 0, tokens = 0;
   double loss_sum = 0, data_seconds = 0;
 
-  MetricList finish(int64_t step, int64_t total_steps, double lr, double grad_norm, int64_t all_tokens,
-                    double seconds_per_step_ema, double flops_per_token, double peak_flops) {
+  MetricList finish(const RunSettings& run, int64_t step, const loom_state_view& state, double seconds_per_step_ema,
+                    double flops_per_token, double peak_flops) {
     const double seconds = seconds_since(start);
     const double tokens_per_s = tokens / std::max(seconds, 1e-9);
     MetricList m = {{"loss", loss_sum / steps},
-                    {"lr", lr},
-                    {"grad_norm", grad_norm},
+                    {"lr", state.lr},
+                    {"grad_norm", state.grad_norm},
                     {"tokens_per_s", tokens_per_s},
                     {"step_time_ms", 1e3 * seconds / steps},
                     {"data_time_ms", 1e3 * data_seconds / steps},
-                    {"eta_s", seconds_per_step_ema * static_cast<double>(total_steps - step)},
-                    {"tokens", static_cast<double>(all_tokens)}};
+                    {"eta_s", seconds_per_step_ema * static_cast<double>(run.steps - step)},
+                    {"tokens", static_cast<double>(state.tokens)}};
     if (flops_per_token > 0 && peak_flops > 0) m.emplace_back("mfu", flops_per_token * tokens_per_s / peak_flops);
     *this = LogWindow{};
     return m;
   }
 };
 
-// Everything a run owns, destroyed in reverse order of creation.
-struct Pipeline {
-  ModelInstance model;
-  FlatParams flat;
-  OptimizerInstance optimizer;
-  DatasetInstance data;
-  ScheduleInstance schedule;
-  std::vector<TrackerInstance> trackers;
-  std::vector<HookInstance> hooks;
-
-  Pipeline(const PipelineConfig& c, const RunContext& run)
-      : model(c.model, run),
-        flat(model.params()),
-        optimizer(c.optimizer, run, flat.abi()),
-        data(c.data, run),
-        schedule(c.schedule, run) {
-    for (const auto& slot : c.trackers) trackers.emplace_back(slot, run);
-    for (const auto& slot : c.hooks) hooks.emplace_back(slot, run);
+// The loop of DESIGN.md "One training step", one method per phase.
+class Trainer {
+ public:
+  Trainer(const PipelineConfig& config, const std::string& run_dir)
+      : config_(config),
+        settings_(config.run),
+        device_(resolve_device(settings_.device)),
+        run_dir_(run_dir),
+        manifest_text_(to_toml_text(config.resolved)) {
+    if (settings_.threads > 0) at::set_num_threads(static_cast<int>(settings_.threads));
+    at::manual_seed(settings_.seed);  // dropout and anything else drawing from the default generator
+    const RunContext run{run_dir, device_.str(), settings_.seed, 0, 1, settings_.steps};
+    p_ = std::make_unique<Pipeline>(config, run);
+    events_ = std::make_unique<EventBus>(p_->hooks);
+    if (p_->checkpoint)
+      checkpoints_ = std::make_unique<CheckpointManager>(config.checkpoint, *p_->checkpoint, *config.registry, run_dir);
+    spdlog::info("model {}: {} parameters; data {}; optimizer {}; schedule {}", p_->model.component().name,
+                 p_->flat.numel(), p_->data.component().name, p_->optimizer.component().name,
+                 p_->schedule.component().name);
+    flops_per_token_ = p_->model.flops_per_token();
+    peak_flops_ = settings_.peak_flops;
+    if (flops_per_token_ > 0 && peak_flops_ <= 0) {
+      peak_flops_ = measure_peak_flops(device_);
+      spdlog::info("MFU is reported against the fp32 GEMM peak measured now: {:.1f} GFLOP/s", peak_flops_ / 1e9);
+    }
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    state_ = {sizeof(loom_state_view), 0, settings_.steps, 0, nan, nan, 0.0, 0, nullptr, run_dir_.c_str(), 0, 1,
+              nullptr};
   }
+
+  TrainSummary run() {
+    const auto started = Clock::now();
+    SignalWatch signals;
+    try {
+      resume();
+      if (counters_.step >= settings_.steps) {
+        spdlog::info("the run is already complete at step {} of {}; raise run.steps to train further",
+                     counters_.step, settings_.steps);
+        return summary_;
+      }
+      p_->model.set_training(true);
+      Prefetcher prefetch(p_->data, static_cast<size_t>(2 * settings_.grad_accum), device_);
+      bool stop = events_->fire(LOOM_EVENT_TRAIN_BEGIN, state_).request_stop != 0;
+      const double elapsed_before = counters_.elapsed_s;
+      for (int64_t step = counters_.step + 1; step <= settings_.steps && !stop; ++step) {
+        const loom_control control = train_step(step, prefetch);
+        counters_.elapsed_s = elapsed_before + seconds_since(started);
+        const bool signalled = SignalWatch::requested() != 0;
+        stop = control.request_stop || signalled;
+        if (step % settings_.log_every == 0 || step == settings_.steps || stop) stop |= log(step);
+        if (checkpoints_ && (checkpoints_->due(step) || control.request_save || signalled)) save();
+        if (signalled) spdlog::info("stopping after step {} on signal {}", step, SignalWatch::requested());
+      }
+      if (checkpoints_ && config_.checkpoint.at_end && checkpoints_->last_saved_step() != counters_.step) save();
+      if (checkpoints_) checkpoints_->wait();
+      events_->fire(LOOM_EVENT_TRAIN_END, state_);
+    } catch (const Failure& f) {
+      events_->fire_exception(state_, f.what());
+      throw;
+    } catch (const c10::Error& e) {
+      const std::string message = std::string("LibTorch error: ") + e.what_without_backtrace();
+      events_->fire_exception(state_, message.c_str());
+      throw runtime_failure(message);
+    }
+    summary_.seconds = seconds_since(started);
+    return summary_;
+  }
+
+ private:
+  void resume() {
+    if (!checkpoints_) return;
+    const auto path = checkpoints_->find_resume();
+    if (!path) return;
+    const LoadedCheckpoint loaded = checkpoints_->load(*path);
+    const RestoredRun restored = read_restored_run(loaded, path->string());
+    for (const auto& change : check_resume_manifest(restored.resolved_manifest, manifest_text_, path->string()))
+      spdlog::info("resume: manifest changed: {}", change);
+    restore_tensors(*p_, loaded, path->string());
+    if (p_->data.has_state()) p_->data.load_state(restored.data_state);
+    else spdlog::warn("dataset {} keeps no position: resumed batches differ from an uninterrupted run",
+                      p_->data.component().name);
+    counters_ = restored.counters;
+    data_state_ = restored.data_state;
+    state_.step = counters_.step;
+    state_.tokens = counters_.tokens;
+    const std::string note = "resumed from " + path->string() + " at step " + std::to_string(counters_.step);
+    spdlog::info("{}", note);
+    for (auto& tracker : p_->trackers) tracker.note(note);
+    events_->fire(LOOM_EVENT_LOAD, state_);
+  }
+
+  // One optimizer step; returns the hooks' merged requests.
+  loom_control train_step(int64_t step, Prefetcher& prefetch) {
+    const auto step_started = Clock::now();
+    loom_control requests = events_->fire(LOOM_EVENT_STEP_BEGIN, state_);
+
+    // 1. Draw the micro-batches and count the tokens that carry loss.
+    const auto data_started = Clock::now();
+    std::vector<Batch> batches;
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < settings_.grad_accum; ++i) {
+      batches.push_back(prefetch.pop());
+      tokens += batches.back().tokens;
+    }
+    window_.data_seconds += seconds_since(data_started);
+    data_state_ = batches.back().data_state;
+
+    // 2. Forward and backward; every token weighs the same across micro-batches.
+    p_->flat.zero_grad();
+    at::Tensor loss_total = at::zeros({}, at::TensorOptions().device(device_));
+    const double scale = 1.0 / static_cast<double>(std::max<int64_t>(tokens, 1));
+    for (const Batch& b : batches) {
+      at::Tensor loss = p_->model.loss_sum(b.inputs.to(device_), b.targets.to(device_));  // no-op once there
+      (loss * scale).backward();
+      loss_total += loss.detach();
+    }
+
+    // 3. One host sync per step: mean loss and global grad norm together.
+    const at::Tensor norm = p_->flat.grad_norm();
+    const at::Tensor stats = at::stack({loss_total * scale, norm.to(loss_total.dtype())}).to(at::kCPU, at::kDouble);
+    state_.loss = stats[0].item<double>();
+    state_.grad_norm = stats[1].item<double>();
+    merge(requests, events_->fire(LOOM_EVENT_AFTER_BACKWARD, state_));
+
+    // 4. Clip, schedule, let hooks veto, step.
+    if (settings_.clip_grad_norm > 0) p_->flat.clip(norm, settings_.clip_grad_norm);
+    state_.lr = p_->optimizer.base_lr() * p_->schedule.factor(step);
+    const loom_control veto = events_->fire(LOOM_EVENT_BEFORE_OPTIMIZER_STEP, state_);
+    merge(requests, veto);
+    if (veto.skip_step) ++summary_.skipped_steps;
+    else p_->optimizer.step(state_.lr, step);
+
+    // 5. Book-keeping and step_end.
+    counters_.step = state_.step = step;
+    counters_.tokens = state_.tokens += tokens;
+    if (summary_.steps == 0) summary_.first_loss = state_.loss;
+    summary_.last_loss = state_.loss;
+    summary_.steps += 1;
+    window_.steps += 1;
+    window_.tokens += tokens;
+    window_.loss_sum += state_.loss;
+    merge(requests, events_->fire(LOOM_EVENT_STEP_END, state_));
+    const double seconds = seconds_since(step_started);
+    step_seconds_ema_ = summary_.steps == 1 ? seconds : 0.9 * step_seconds_ema_ + 0.1 * seconds;
+    return requests;
+  }
+
+  // Hands the window's metrics to trackers, then hooks; returns whether a hook asked to stop.
+  bool log(int64_t step) {
+    MetricList metrics = window_.finish(settings_, step, state_, step_seconds_ema_, flops_per_token_, peak_flops_);
+    if (summary_.skipped_steps > 0) metrics.emplace_back("skipped_steps", static_cast<double>(summary_.skipped_steps));
+    const MetricsView view(step, metrics);
+    for (auto& tracker : p_->trackers) tracker.log(view);
+    state_.metrics = view.get();
+    const bool stop = events_->fire(LOOM_EVENT_LOG, state_).request_stop != 0;
+    state_.metrics = nullptr;
+    return stop;
+  }
+
+  void save() {
+    checkpoints_->save(capture_snapshot(*p_, counters_, data_state_, manifest_text_));
+    events_->fire(LOOM_EVENT_SAVE, state_);
+  }
+
+  static void merge(loom_control& into, const loom_control& from) {
+    into.request_stop |= from.request_stop;
+    into.request_save |= from.request_save;
+    into.skip_step |= from.skip_step;
+  }
+
+  const PipelineConfig& config_;
+  const RunSettings& settings_;
+  const at::Device device_;
+  const std::string run_dir_;
+  const std::string manifest_text_;
+  std::unique_ptr<Pipeline> p_;
+  std::unique_ptr<EventBus> events_;
+  std::unique_ptr<CheckpointManager> checkpoints_;  // after p_: joins its writer before the backend dies
+  double flops_per_token_ = 0, peak_flops_ = 0;
+  loom_state_view state_{};
+  RunCounters counters_;
+  std::string data_state_;  // dataset position after the last batch consumed
+  LogWindow window_;
+  double step_seconds_ema_ = 0;
+  TrainSummary summary_;
 };
 
 }  // namespace
 
-TrainSummary train(const PipelineConfig& config, const std::string& run_dir) {
-  const RunSettings& settings = config.run;
-  const at::Device device = resolve_device(settings.device);
-  if (settings.threads > 0) at::set_num_threads(static_cast<int>(settings.threads));
-  at::manual_seed(settings.seed);  // dropout and anything else drawing from the default generator
-
-  RunContext run{run_dir, device.str(), settings.seed, 0, 1, settings.steps};
-  Pipeline p(config, run);
-  EventBus events(p.hooks);
-  spdlog::info("model {}: {} parameters; data {}; optimizer {}; schedule {}", p.model.component().name,
-               p.flat.numel(), p.data.component().name, p.optimizer.component().name, p.schedule.component().name);
-  const double flops_per_token = p.model.flops_per_token();
-  double peak_flops = settings.peak_flops;
-  if (flops_per_token > 0 && peak_flops <= 0) {
-    peak_flops = measure_peak_flops(device);
-    spdlog::info("MFU is reported against the fp32 GEMM peak measured now: {:.1f} GFLOP/s", peak_flops / 1e9);
-  }
-
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  loom_state_view state{sizeof(loom_state_view), 0, settings.steps, 0, nan, nan, 0.0, 0, nullptr,
-                        run_dir.c_str(), 0, 1, nullptr};
-  TrainSummary summary;
-  const auto started = Clock::now();
-  try {
-    p.model.set_training(true);
-    Prefetcher prefetch(p.data, static_cast<size_t>(2 * settings.grad_accum), device);
-    LogWindow window;
-    double step_seconds_ema = 0;
-    const double base_lr = p.optimizer.base_lr();
-    bool stop = events.fire(LOOM_EVENT_TRAIN_BEGIN, state).request_stop != 0;
-
-    for (int64_t step = 1; step <= settings.steps && !stop; ++step) {
-      const auto step_started = Clock::now();
-      stop |= events.fire(LOOM_EVENT_STEP_BEGIN, state).request_stop != 0;
-
-      // 1. Draw the micro-batches and count the tokens that carry loss.
-      const auto data_started = Clock::now();
-      std::vector<Batch> batches;
-      int64_t tokens = 0;
-      for (int64_t i = 0; i < settings.grad_accum; ++i) {
-        batches.push_back(prefetch.pop());
-        tokens += batches.back().tokens;
-      }
-      window.data_seconds += seconds_since(data_started);
-
-      // 2. Forward and backward; every token weighs the same across micro-batches.
-      p.flat.zero_grad();
-      at::Tensor loss_total = at::zeros({}, at::TensorOptions().device(device));
-      const double scale = 1.0 / static_cast<double>(std::max<int64_t>(tokens, 1));
-      for (const Batch& b : batches) {
-        at::Tensor loss = p.model.loss_sum(b.inputs.to(device), b.targets.to(device));  // no-op once there
-        (loss * scale).backward();
-        loss_total += loss.detach();
-      }
-
-      // 3. One host sync per step: mean loss and global grad norm together.
-      const at::Tensor norm = p.flat.grad_norm();
-      const at::Tensor stats = at::stack({loss_total * scale, norm.to(loss_total.dtype())}).to(at::kCPU, at::kDouble);
-      state.loss = stats[0].item<double>();
-      state.grad_norm = stats[1].item<double>();
-      stop |= events.fire(LOOM_EVENT_AFTER_BACKWARD, state).request_stop != 0;
-
-      // 4. Clip, schedule, let hooks veto, step.
-      if (settings.clip_grad_norm > 0) p.flat.clip(norm, settings.clip_grad_norm);
-      state.lr = base_lr * p.schedule.factor(step);
-      const loom_control control = events.fire(LOOM_EVENT_BEFORE_OPTIMIZER_STEP, state);
-      stop |= control.request_stop != 0;
-      if (control.skip_step) ++summary.skipped_steps;
-      else p.optimizer.step(state.lr, step);
-
-      // 5. Book-keeping, step_end and logging.
-      state.step = step;
-      state.tokens += tokens;
-      if (step == 1) summary.first_loss = state.loss;
-      summary.last_loss = state.loss;
-      summary.steps = step;
-      window.steps += 1;
-      window.tokens += tokens;
-      window.loss_sum += state.loss;
-      stop |= events.fire(LOOM_EVENT_STEP_END, state).request_stop != 0;
-
-      const double step_seconds = seconds_since(step_started);
-      step_seconds_ema = step == 1 ? step_seconds : 0.9 * step_seconds_ema + 0.1 * step_seconds;
-      if (step % settings.log_every == 0 || step == settings.steps || stop) {
-        MetricList metrics = window.finish(step, settings.steps, state.lr, state.grad_norm, state.tokens,
-                                           step_seconds_ema, flops_per_token, peak_flops);
-        if (summary.skipped_steps > 0) metrics.emplace_back("skipped_steps", static_cast<double>(summary.skipped_steps));
-        const MetricsView view(step, metrics);
-        for (auto& tracker : p.trackers) tracker.log(view);
-        state.metrics = view.get();
-        stop |= events.fire(LOOM_EVENT_LOG, state).request_stop != 0;
-        state.metrics = nullptr;
-      }
-    }
-    events.fire(LOOM_EVENT_TRAIN_END, state);
-  } catch (const Failure& f) {
-    events.fire_exception(state, f.what());
-    throw;
-  } catch (const c10::Error& e) {
-    const std::string message = std::string("LibTorch error: ") + e.what_without_backtrace();
-    events.fire_exception(state, message.c_str());
-    throw runtime_failure(message);
-  }
-  summary.seconds = seconds_since(started);
-  return summary;
-}
+TrainSummary train(const PipelineConfig& config, const std::string& run_dir) { return Trainer(config, run_dir).run(); }
 
 }  // namespace loom

@@ -112,13 +112,13 @@ class PluginDataset {
                                        static_cast<std::string*>(user)->append(static_cast<const char*>(data), size);
                                        return static_cast<loom_status*>(nullptr);
                                      }};
-    REQUIRE(vt_.state_save != nullptr ? true : false);
+    REQUIRE_MESSAGE(bool(vt_.state_save), "no state_save");
     if (loom_status* s = vt_.state_save(handle_, &writer)) FAIL("state_save failed: " << loom::take_status_message(s));
     return out;
   }
   // "" on success, else the error message.
   std::string load(const std::string& state) {
-    REQUIRE(vt_.state_load != nullptr ? true : false);
+    REQUIRE_MESSAGE(bool(vt_.state_load), "no state_load");
     return loom::take_status_message(vt_.state_load(handle_, state.data(), state.size()));
   }
 

@@ -13,6 +13,7 @@
 
 #include "compute_components.hpp"
 #include "plugin_dataset.hpp"
+#include "text_files.hpp"
 
 using namespace loom_test;
 
@@ -225,4 +226,76 @@ TEST_CASE("the dataset plugins are torch-free and export only loom_plugin_init")
     CHECK_FALSE(contains(ldd.out, "libtorch"));
     CHECK_FALSE(contains(ldd.out, "libc10"));
   }
+}
+
+namespace {
+// Runs the enclosing scope in another working directory.
+struct WorkingDirectory {
+  fs::path before = fs::current_path();
+  explicit WorkingDirectory(const fs::path& dir) { fs::current_path(dir); }
+  ~WorkingDirectory() { fs::current_path(before); }
+};
+}  // namespace
+
+TEST_CASE("text over this repository from its root: path \".\" with the source extensions works") {
+  const WorkingDirectory in_repo(LOOM_SOURCE_DIR);
+  const std::string extensions = ".cpp,.hpp,.h,.c,.md,.toml";
+  loom::data::TextWalkOptions walk;
+  walk.extensions = loom::data::parse_extensions(extensions);
+  walk.exclude_dirs = {"runs/x", "runs"};  // what the dataset skips for run.dir = "runs"
+  const auto files = loom::data::collect_text_files({"."}, walk);
+  CHECK(files.size() > 50);
+  CHECK(std::find(files.begin(), files.end(), fs::path("./README.md")) != files.end());
+  CHECK(std::find(files.begin(), files.end(), fs::path("./plugins/datasets/text/text.cpp")) != files.end());
+  for (const auto& f : files) {
+    CAPTURE(f);
+    const fs::path rel = f.lexically_relative(".");
+    CHECK(rel.begin()->string() != "runs");
+    for (const auto& part : rel) {
+      CHECK(part.string()[0] != '.');             // no hidden directory or file
+      CHECK(part.string().rfind("build", 0) != 0);  // no build tree (build/, build-data/, ...)
+    }
+  }
+  PluginDataset d("text", toml::table{{"path", "."}, {"extensions", extensions}, {"batch_size", 4}, {"seq_len", 64}},
+                  {0, 0, 1, "runs/x"});
+  const Rows r = d.next();
+  CHECK(r.B == 4);
+  CHECK(r.T == 64);
+}
+
+TEST_CASE("text never reads the folder its own run writes into") {
+  const fs::path dir = tmp_dir("plugin-text-run-dir");
+  std::ofstream(dir / "a.txt") << "abcdefghi";  // exactly one window of 8 + 1
+  fs::create_directories(dir / "runs" / "r1");
+  std::ofstream(dir / "runs" / "r1" / "notes.txt") << std::string(64, 'Z');
+  const toml::table options{{"path", dir.string()}, {"batch_size", 1}, {"seq_len", 8}};
+  PluginDataset in_run("text", options, {0, 0, 1, (dir / "runs" / "r1").string()});
+  for (const Rows& r : in_run.next(6)) CHECK(r.inputs == std::vector<int64_t>{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'});
+  // Control: run elsewhere, the same folder is ordinary data.
+  PluginDataset elsewhere("text", options, {0, 0, 1, (dir.parent_path() / "elsewhere" / "r1").string()});
+  bool saw_z = false;
+  for (const Rows& r : elsewhere.next(9)) saw_z |= std::find(r.inputs.begin(), r.inputs.end(), 'Z') != r.inputs.end();
+  CHECK(saw_z);
+}
+
+TEST_CASE("token_file refuses a directory, and bad data at create is INVALID_ARGUMENT (the host's exit 2)") {
+  const fs::path dir = tmp_dir("plugin-create-errors");
+  const auto error_of = [](const toml::table& options) {
+    try {
+      PluginDataset d("token_file", options);
+    } catch (const CreateError& e) {
+      CHECK(e.code == LOOM_STATUS_CODE_INVALID_ARGUMENT);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of(token_options(dir, 2, 8)) ==
+        dir.string() + ": is a directory; point path at one token file made by loom-tokenize (the `text` dataset "
+                       "reads directories of text files)");
+  const fs::path small = write_token_file(dir / "small.tok", iota_tokens(20));
+  CHECK(contains(error_of(token_options(small, 2, 32)), "seq_len 32 is longer than the data"));
+  CHECK(contains(error_of(token_options(small, 4, 8)), "fewer than batch_size 4"));
+  CHECK(contains(error_of(token_options(small, 0, 8)), "token_file: batch_size must be positive, got 0"));
+  CHECK(contains(error_of(token_options(dir / "missing.tok", 2, 8)), "missing.tok: no such file"));
+  CHECK(error_of(token_options(small, 2, 8)).empty());  // control
 }

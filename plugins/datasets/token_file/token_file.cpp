@@ -104,7 +104,8 @@ class TokenFile final : public loom::Dataset {
   // vocab_size > 0: one pass over the file so that a bad id fails now, not hours into a run.
   void check_vocab(int64_t vocab_size) const {
     if (vocab_size < 0) throw loom::Error("token_file: vocab_size must be >= 0 (0 turns the check off)");
-    if (vocab_size == 0) return;
+    const uint64_t max_id = header_.token_bytes == 2 ? 0xFFFF : 0xFFFFFFFF;
+    if (vocab_size == 0 || uint64_t(vocab_size) > max_id) return;  // nothing to check, or no id can fail
     file_.advise(MADV_SEQUENTIAL);
     const uint64_t V = uint64_t(vocab_size), count = header_.token_count;
     const uint64_t at = header_.token_bytes == 2 ? first_token_at_least<uint16_t>(file_, count, V)

@@ -7,7 +7,7 @@
 // D = head dim (C / H), V = vocab_size.
 #pragma once
 
-#include <loom/model.hpp>
+#include <ATen/ATen.h>
 
 #include <cmath>
 #include <limits>
@@ -25,7 +25,7 @@ inline at::Tensor causal_mask(int64_t block_size, const at::Device& device) {
   return at::ones({block_size, block_size}, at::TensorOptions().dtype(at::kBool).device(device)).triu(1);  // (T, T)
 }
 
-// softmax(q k^T / sqrt(D) + causal) v, with dropout on the attention weights.
+// softmax(q k^T / sqrt(D), masked causally) v, with dropout on the attention weights.
 // q: (B, H, T, D); k, v: (B, K, T, D) with H a multiple of K (grouped-query attention: query
 // head h reads key/value head h / (H / K), as Hugging Face's repeat_kv). Returns (B, H, T, D).
 inline at::Tensor causal_attention(const at::Tensor& q, at::Tensor k, at::Tensor v, const at::Tensor& mask,
@@ -35,10 +35,12 @@ inline at::Tensor causal_attention(const at::Tensor& q, at::Tensor k, at::Tensor
     k = k.repeat_interleave(H / K, /*dim=*/1);  // (B, H, T, D)
     v = v.repeat_interleave(H / K, /*dim=*/1);  // (B, H, T, D)
   }
-  at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
-  att = att.masked_fill(mask.narrow(0, 0, T).narrow(1, 0, T), -std::numeric_limits<float>::infinity());
-  att = maybe_dropout(at::softmax(att, -1), dropout_p, training);  // (B, H, T, T)
-  return at::matmul(att, v);                                 // (B, H, T, D)
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * scale;                   // (B, H, T, T)
+  att = att.masked_fill(mask.narrow(0, 0, T).narrow(1, 0, T), neg_inf);          // (B, H, T, T)
+  att = maybe_dropout(at::softmax(att, -1), dropout_p, training);                // (B, H, T, T)
+  return at::matmul(att, v);                                                     // (B, H, T, D)
 }
 
 // Rotary position embeddings (Su et al. 2021) as Hugging Face Llama lays them out: the
@@ -63,7 +65,7 @@ struct Rope {
   at::Tensor apply(const at::Tensor& x) const {
     const int64_t T = x.size(2), half = x.size(3) / 2;
     const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);  // rotate_half
-    return x * cos.narrow(0, 0, T) + rotated * sin.narrow(0, 0, T);
+    return x * cos.narrow(0, 0, T).to(x.scalar_type()) + rotated * sin.narrow(0, 0, T).to(x.scalar_type());
   }
 };
 

@@ -3,7 +3,8 @@
 // the plugin-local namespace loom_gpt.
 #pragma once
 
-#include <loom/model.hpp>
+#include <ATen/ATen.h>
+#include <loom/plugin.hpp>
 
 #include <string>
 

@@ -8,6 +8,8 @@
 //
 // Shapes: B = batch, T = sequence, C = channels (n_embd), H = heads, D = head dim (C / H),
 // L = n_layer, V = vocab_size.
+#include <loom/model.hpp>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -89,8 +91,8 @@ class Gpt final : public loom::Model {
       matmul_params_ += init.numel();
       return add_param(n, std::move(init), flags);
     };
-    const auto bias = [&](const std::string& n, int64_t size, double value) {
-      return bias_ ? param(n, filled({size}, value), kNoDecay) : at::Tensor();
+    const auto bias = [&](const std::string& n, int64_t size) {  // zeros, or none when bias = false
+      return bias_ ? param(n, filled({size}, 0.0), kNoDecay) : at::Tensor();
     };
 
     wte_ = param("transformer.wte.weight", normal({V_, C_}, init_std), kNoDecay);  // (V, C), also the output layer
@@ -99,21 +101,21 @@ class Gpt final : public loom::Model {
       const std::string p = "transformer.h." + std::to_string(i) + ".";
       Block b;
       b.ln_1_w = param(p + "ln_1.weight", filled({C_}, 1.0), kNoDecay);
-      b.ln_1_b = bias(p + "ln_1.bias", C_, 0.0);
+      b.ln_1_b = bias(p + "ln_1.bias", C_);
       b.c_attn_w = param(p + "attn.c_attn.weight", normal({C_, 3 * C_}, init_std), 0);
-      b.c_attn_b = bias(p + "attn.c_attn.bias", 3 * C_, 0.0);
+      b.c_attn_b = bias(p + "attn.c_attn.bias", 3 * C_);
       b.attn_proj_w = param(p + "attn.c_proj.weight", normal({C_, C_}, proj_std), 0);
-      b.attn_proj_b = bias(p + "attn.c_proj.bias", C_, 0.0);
+      b.attn_proj_b = bias(p + "attn.c_proj.bias", C_);
       b.ln_2_w = param(p + "ln_2.weight", filled({C_}, 1.0), kNoDecay);
-      b.ln_2_b = bias(p + "ln_2.bias", C_, 0.0);
+      b.ln_2_b = bias(p + "ln_2.bias", C_);
       b.c_fc_w = param(p + "mlp.c_fc.weight", normal({C_, 4 * C_}, init_std), 0);
-      b.c_fc_b = bias(p + "mlp.c_fc.bias", 4 * C_, 0.0);
+      b.c_fc_b = bias(p + "mlp.c_fc.bias", 4 * C_);
       b.mlp_proj_w = param(p + "mlp.c_proj.weight", normal({4 * C_, C_}, proj_std), 0);
-      b.mlp_proj_b = bias(p + "mlp.c_proj.bias", C_, 0.0);
+      b.mlp_proj_b = bias(p + "mlp.c_proj.bias", C_);
       blocks_.push_back(b);
     }
     ln_f_w_ = param("transformer.ln_f.weight", filled({C_}, 1.0), kNoDecay);  // (C)
-    ln_f_b_ = bias("transformer.ln_f.bias", C_, 0.0);                          // (C)
+    ln_f_b_ = bias("transformer.ln_f.bias", C_);                               // (C)
     mask_ = loom_gpt::causal_mask(T_, device);                                  // (T, T)
   }
 

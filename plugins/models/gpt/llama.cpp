@@ -8,6 +8,8 @@
 //
 // Shapes: B = batch, T = sequence, C = channels (n_embd), H = query heads, K = key/value heads,
 // D = head dim (C / H), F = MLP hidden width (ffn_hidden), L = n_layer, V = vocab_size.
+#include <loom/model.hpp>
+
 #include <cmath>
 #include <string>
 #include <vector>

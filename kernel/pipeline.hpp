@@ -1,0 +1,37 @@
+// pipeline.hpp: every component instance a run owns, created in dependency order and
+// destroyed in reverse.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "checkpoint_backend.hpp"
+#include "compute_components.hpp"
+#include "flat_params.hpp"
+#include "observer_components.hpp"
+
+namespace loom {
+
+struct Pipeline {
+  ModelInstance model;
+  FlatParams flat;  // rebinds the model's parameters; the optimizer sees its buffers
+  OptimizerInstance optimizer;
+  DatasetInstance data;
+  ScheduleInstance schedule;
+  std::unique_ptr<CheckpointBackendInstance> checkpoint;  // null without [checkpoint]
+  std::vector<TrackerInstance> trackers;
+  std::vector<HookInstance> hooks;
+
+  Pipeline(const PipelineConfig& c, const RunContext& run)
+      : model(c.model, run),
+        flat(model.params()),
+        optimizer(c.optimizer, run, flat.abi()),
+        data(c.data, run),
+        schedule(c.schedule, run) {
+    if (c.checkpoint.enabled) checkpoint = std::make_unique<CheckpointBackendInstance>(c.checkpoint_backend, run);
+    for (const auto& slot : c.trackers) trackers.emplace_back(slot, run);
+    for (const auto& slot : c.hooks) hooks.emplace_back(slot, run);
+  }
+};
+
+}  // namespace loom

@@ -1,0 +1,108 @@
+#include "run_state.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <sstream>
+
+#include "failure.hpp"
+
+namespace loom {
+namespace {
+
+constexpr int kMetadataVersion = 1;
+
+at::Tensor cpu_copy(const at::Tensor& t) {
+  return t.detach().to(at::kCPU, t.scalar_type(), /*non_blocking=*/false, /*copy=*/true).contiguous();
+}
+
+at::Tensor bytes_tensor(const std::string& bytes) {
+  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string tensor_bytes(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), c.nbytes());
+}
+
+const at::Tensor& require(const LoadedCheckpoint& loaded, const std::string& name, const std::string& origin) {
+  auto it = loaded.tensors.find(name);
+  if (it == loaded.tensors.end())
+    throw runtime_failure(origin + ": checkpoint has no tensor \"" + name +
+                          "\"; it was written by a different model or optimizer configuration");
+  return it->second;
+}
+
+std::string describe(const at::Tensor& t) {
+  std::ostringstream out;
+  out << c10::toString(t.scalar_type()) << t.sizes();
+  return out.str();
+}
+
+void copy_into(at::Tensor& live, const at::Tensor& saved, const std::string& name, const std::string& origin) {
+  if (live.sizes() != saved.sizes() || live.scalar_type() != saved.scalar_type())
+    throw runtime_failure(origin + ": \"" + name + "\" is " + describe(saved) + " in the checkpoint but " +
+                          describe(live) + " in this run; resume with the manifest that wrote it");
+  at::NoGradGuard no_grad;
+  live.detach().copy_(saved);
+}
+
+}  // namespace
+
+Snapshot capture_snapshot(Pipeline& p, const RunCounters& counters, const std::string& data_state,
+                          const std::string& resolved_manifest) {
+  Snapshot s;
+  s.step = counters.step;
+  for (const ModelParam& param : p.model.params()) s.tensors.emplace_back("model/" + param.name, cpu_copy(*param.tensor));
+  for (const auto& [name, tensor] : p.optimizer.state()) s.tensors.emplace_back("optimizer/" + name, cpu_copy(*tensor));
+  {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    s.tensors.emplace_back("rng/cpu", cpu_copy(at::Tensor(gen.get_state())));
+  }
+  s.tensors.emplace_back("data/rank0", bytes_tensor(data_state));
+  const nlohmann::json metadata = {{"format", "loom-checkpoint"},
+                                   {"version", kMetadataVersion},
+                                   {"step", counters.step},
+                                   {"tokens", counters.tokens},
+                                   {"elapsed_s", counters.elapsed_s},
+                                   {"world_size", 1},
+                                   {"manifest", resolved_manifest}};
+  s.metadata_json = metadata.dump();
+  return s;
+}
+
+RestoredRun read_restored_run(const LoadedCheckpoint& loaded, const std::string& origin) {
+  RestoredRun out;
+  try {
+    const nlohmann::json m = nlohmann::json::parse(loaded.metadata_json);
+    if (m.at("format") != "loom-checkpoint") throw std::runtime_error("not a Loom checkpoint");
+    if (m.at("version").get<int>() > kMetadataVersion)
+      throw std::runtime_error("written by a newer Loom (metadata version " + m.at("version").dump() + ")");
+    out.counters.step = m.at("step").get<int64_t>();
+    out.counters.tokens = m.at("tokens").get<int64_t>();
+    out.counters.elapsed_s = m.at("elapsed_s").get<double>();
+    out.resolved_manifest = m.at("manifest").get<std::string>();
+  } catch (const std::exception& e) {
+    throw runtime_failure(origin + ": unreadable checkpoint metadata: " + e.what());
+  }
+  out.data_state = tensor_bytes(require(loaded, "data/rank0", origin));
+  return out;
+}
+
+void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::string& origin) {
+  for (const ModelParam& param : p.model.params())
+    copy_into(*param.tensor, require(loaded, "model/" + param.name, origin), "model/" + param.name, origin);
+  for (const auto& [name, tensor] : p.optimizer.state())
+    copy_into(*tensor, require(loaded, "optimizer/" + name, origin), "optimizer/" + name, origin);
+  {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(require(loaded, "rng/cpu", origin));
+  }
+}
+
+}  // namespace loom
