@@ -40,13 +40,19 @@ void print_options(const std::vector<OptionSpec>& options) {
     std::cout << "  (no options)\n";
     return;
   }
-  std::cout << "  " << std::left << std::setw(22) << "option" << std::setw(8) << "type" << std::setw(16) << "default"
-            << "doc\n";
+  const auto default_of = [](const OptionSpec& o) {
+    return o.required ? std::string("(required)") : o.default_text ? *o.default_text : std::string("(unset)");
+  };
+  size_t name_width = 8, default_width = 9;  // columns as wide as their longest entry
   for (const auto& o : options) {
-    const std::string def = o.required ? "(required)" : o.default_text ? *o.default_text : "(unset)";
-    std::cout << "  " << std::setw(22) << o.name << std::setw(8) << option_type_name(o.type) << std::setw(16) << def
-              << o.doc << "\n";
+    name_width = std::max(name_width, o.name.size() + 2);
+    default_width = std::max(default_width, default_of(o).size() + 2);
   }
+  std::cout << "  " << std::left << std::setw(int(name_width)) << "option" << std::setw(8) << "type"
+            << std::setw(int(default_width)) << "default" << "doc\n";
+  for (const auto& o : options)
+    std::cout << "  " << std::setw(int(name_width)) << o.name << std::setw(8) << option_type_name(o.type)
+              << std::setw(int(default_width)) << default_of(o) << o.doc << "\n";
 }
 
 }  // namespace

@@ -14,9 +14,9 @@ using namespace loom_test;
 
 namespace {
 
-const std::vector<std::string> kTorchFree = {"synthetic", "constant", "warmup_cosine", "console", "jsonl",
-                                             "nan_guard"};
-const std::vector<std::string> kTorchLinked = {"mlp_lm", "sgd", "adamw"};
+const std::vector<std::string> kTorchFree = {"synthetic", "token_file", "text",    "constant", "warmup_cosine",
+                                             "console",   "jsonl",      "nan_guard", "safetensors"};
+const std::vector<std::string> kTorchLinked = {"mlp_lm", "gpt", "sgd", "adamw", "torch_pickle"};
 // Every test plugin the CMakeLists builds; all are torch-free.
 const std::vector<std::string> kTestPlugins = {
     "major2/major2",         "fingerprint/wrong_fingerprint", "small_struct/small_struct",
@@ -71,6 +71,15 @@ TEST_CASE("rule 1: every plugin exports exactly one defined dynamic symbol, loom
     // "0000000000001139 T loom_plugin_init": a defined function, globally visible.
     CHECK(lines[0].size() > 19);
     CHECK(lines[0].substr(lines[0].size() - 19) == " T loom_plugin_init");
+  }
+}
+
+TEST_CASE("every shipped plugin is classified torch-free or torch-linked here") {
+  for (const auto& entry : fs::directory_iterator(LOOM_PLUGIN_DIR)) {
+    const std::string name = entry.path().stem().string();
+    const bool listed = std::find(kTorchFree.begin(), kTorchFree.end(), name) != kTorchFree.end() ||
+                        std::find(kTorchLinked.begin(), kTorchLinked.end(), name) != kTorchLinked.end();
+    CHECK_MESSAGE(listed, name << ".so is new: add it to kTorchFree or kTorchLinked");
   }
 }
 

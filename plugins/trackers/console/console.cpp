@@ -54,7 +54,7 @@ class Console final : public loom::Tracker {
 
   void log(int64_t step, const Metrics& metrics) override {
     if (!enabled_) return;
-    std::optional<double> loss, lr, gnorm, tps, step_ms, data_ms, eta;  // any may be absent
+    std::optional<double> loss, lr, gnorm, tps, step_ms, data_ms, eta, mfu;  // any may be absent
     for (const loom::Metric& m : metrics) {
       const std::string n = m.name ? m.name : "";
       if (n == "loss") loss = m.value;
@@ -64,6 +64,7 @@ class Console final : public loom::Tracker {
       else if (n == "step_time_ms") step_ms = m.value;
       else if (n == "data_time_ms") data_ms = m.value;
       else if (n == "eta_s") eta = m.value;
+      else if (n == "mfu") mfu = m.value;
     }
     std::string line = total_ > 0 ? fmt("step %lld/%lld", (long long)step, (long long)total_)
                                   : fmt("step %lld", (long long)step);
@@ -72,6 +73,7 @@ class Console final : public loom::Tracker {
     if (lr) line += fmt(" lr %.2e", *lr);
     if (gnorm && !live_) line += fmt(" grad_norm %.3f", *gnorm);
     if (tps && std::isfinite(*tps)) line += " tok/s " + rate(*tps);
+    if (mfu && std::isfinite(*mfu)) line += fmt(" mfu %.1f%%", 100.0 * *mfu);
     if (step_ms) line += fmt(" step %.1fms", *step_ms);
     if (data_ms && !live_) line += fmt(" data %.1fms", *data_ms);
     if (eta && std::isfinite(*eta)) line += " eta " + hms(*eta);
@@ -81,14 +83,6 @@ class Console final : public loom::Tracker {
     } else {
       std::fprintf(stderr, "%s\n", line.c_str());
     }
-    std::fflush(stderr);
-  }
-
-  // Notes get their own line; the next log redraws the progress line below them.
-  void note(const char* text) override {
-    if (!enabled_ || text == nullptr) return;
-    std::fprintf(stderr, live_ ? "\r\033[K%s\n" : "%s\n", text);
-    drawn_ = false;
     std::fflush(stderr);
   }
 
