@@ -24,33 +24,17 @@
 #include "options.hpp"
 #include "plugin_loader.hpp"
 #include "registry.hpp"
+#include "plugin_slots.hpp"
 #include "run_host.hpp"
 
 namespace loom_test {
 
 namespace fs = std::filesystem;
 
-inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// Every plugin in the build's plugin folder, loaded once per process (plugins stay loaded).
-inline const loom::Registry& registry() {
-  static loom::Registry* r = [] {
-    auto* out = new loom::Registry();
-    loom::load_plugins(*out, {{LOOM_PLUGIN_DIR, "test"}}, /*keep_going=*/false);
-    return out;
-  }();
-  return *r;
-}
-
 // One backend instance, configured like `[checkpoint] use = "<component>"` plus options.
 inline std::unique_ptr<loom::CheckpointBackendInstance> make_backend(const std::string& component,
                                                                       const toml::table& options = {}) {
-  const loom::Component* c = registry().lookup(LOOM_KIND_CHECKPOINT, component);
-  REQUIRE_MESSAGE(c != nullptr, "no checkpoint component " << component << " in " << LOOM_PLUGIN_DIR);
-  loom::SlotConfig slot;
-  slot.slot = "checkpoint";
-  slot.component = c;
-  slot.config.values = loom::resolve_options(options, c->options, "[checkpoint] " + component, "", {"use"});
+  const loom::SlotConfig slot = plugin_slot(LOOM_KIND_CHECKPOINT, "checkpoint", component, options);
   loom::RunContext run;
   run.run_dir = (fs::path(LOOM_TEST_TMP) / "checkpoint-run").string();
   run.device = "cpu";

@@ -81,8 +81,5 @@ inline int count_lines_starting(const std::string& text, const std::string& pref
   return n;
 }
 
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 }  // namespace loom_test

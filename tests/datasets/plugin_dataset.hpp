@@ -18,24 +18,13 @@
 #include "options.hpp"
 #include "plugin_loader.hpp"
 #include "registry.hpp"
+#include "plugin_slots.hpp"
 #include "run_host.hpp"
 #include "token_file_format.hpp"
 
 namespace loom_test {
 
 namespace fs = std::filesystem;
-
-inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// Every plugin in the build's plugin folder, loaded once per process (plugins stay loaded).
-inline const loom::Registry& registry() {
-  static loom::Registry* r = [] {
-    auto* out = new loom::Registry();
-    loom::load_plugins(*out, {{LOOM_PLUGIN_DIR, "test"}}, /*keep_going=*/false);
-    return out;
-  }();
-  return *r;
-}
 
 // One batch as plain vectors.
 struct Rows {
@@ -67,10 +56,9 @@ struct RunPlace {
 class PluginDataset {
  public:
   PluginDataset(const std::string& component, const toml::table& options, const RunPlace& place = {}) {
-    const loom::Component* c = registry().lookup(LOOM_KIND_DATASET, component);
-    REQUIRE_MESSAGE(c != nullptr, "no dataset component " << component << " in " << LOOM_PLUGIN_DIR);
-    vt_ = loom::copy_vtable<loom_dataset_vtable>(c->vtable);
-    config_.values = loom::resolve_options(options, c->options, "[data] " + component, "", {"use"});
+    const loom::SlotConfig slot = plugin_slot(LOOM_KIND_DATASET, "data", component, options);
+    vt_ = loom::copy_vtable<loom_dataset_vtable>(slot.component->vtable);
+    config_ = slot.config;
     slot_ = "data";
     run_dir_ = place.run_dir.empty() ? (fs::path(LOOM_TEST_TMP) / "dataset-run").string() : place.run_dir;
     device_ = "cpu";

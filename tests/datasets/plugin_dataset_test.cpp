@@ -92,7 +92,7 @@ TEST_CASE("uint32 token ids beyond 65535 arrive intact") {
 
 TEST_CASE("the host's DatasetInstance accepts the batches: int64 (B, T), every target carries loss") {
   const fs::path file = write_token_file(tmp_dir("plugin-instance") / "iota.tok", iota_tokens(1000));
-  const loom::Component* c = registry().lookup(LOOM_KIND_DATASET, "token_file");
+  const loom::Component* c = plugin_registry().lookup(LOOM_KIND_DATASET, "token_file");
   REQUIRE(c != nullptr);
   loom::SlotConfig slot{"data", c, {}};
   slot.config.values = loom::resolve_options(token_options(file, 3, 16), c->options, "[data] token_file", "", {"use"});

@@ -2,6 +2,8 @@
 // (plugins/datasets/common/text_files.hpp): which files, in which order, and the refusals.
 #include <doctest/doctest.h>
 
+#include "expect_data_error.hpp"
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -11,6 +13,9 @@
 
 using namespace loom::data;
 namespace fs = std::filesystem;
+
+using loom_test::contains;
+using loom_test::error_of;
 
 namespace {
 
@@ -26,18 +31,6 @@ std::vector<std::string> walk(const fs::path& root, const TextWalkOptions& optio
   return out;
 }
 
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const DataError& e) {
-    CHECK(e.kind() == DataError::Kind::bad_input);
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 

@@ -3,6 +3,8 @@
 // per-epoch reshuffle, and a resume state that continues exactly or refuses clearly.
 #include <doctest/doctest.h>
 
+#include "expect_data_error.hpp"
+
 #include <set>
 #include <string>
 #include <vector>
@@ -10,6 +12,9 @@
 #include "window_sampler.hpp"
 
 using namespace loom::data;
+
+using loom_test::contains;
+using loom_test::error_of;
 
 namespace {
 
@@ -32,19 +37,6 @@ std::vector<std::vector<uint64_t>> draw(WindowSampler& s, uint64_t n) {
   return out;
 }
 
-// The message of the DataError fn throws ("" when it throws none).
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const DataError& e) {
-    CHECK(e.kind() == DataError::Kind::bad_input);
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 

@@ -15,19 +15,9 @@
 #include "compute_components.hpp"
 #include "options.hpp"
 #include "plugin_loader.hpp"
+#include "plugin_slots.hpp"
 
 namespace loom_test {
-
-// Every plugin in the build's plugin directory, loaded once per process (plugins are never
-// unloaded). keep_going: a broken unrelated plugin must not fail the model tests.
-inline const loom::Registry& plugin_registry() {
-  static const loom::Registry* registry = [] {
-    auto* r = new loom::Registry();
-    loom::load_plugins(*r, {{LOOM_PLUGIN_DIR, "LOOM_PLUGIN_DIR"}}, /*keep_going=*/true);
-    return r;
-  }();
-  return *registry;
-}
 
 // base with every key of changes set to its value there.
 inline toml::table merged(toml::table base, const toml::table& changes) {
@@ -38,10 +28,7 @@ inline toml::table merged(toml::table base, const toml::table& changes) {
 // A model component with the given options on the CPU; throws loom::Failure as the host would.
 inline std::unique_ptr<loom::ModelInstance> make_model(const std::string& component, const toml::table& options,
                                                        uint64_t seed = 0) {
-  const loom::Component* c = plugin_registry().lookup(LOOM_KIND_MODEL, component);
-  REQUIRE_MESSAGE(c != nullptr, "no model \"" << component << "\" in " << LOOM_PLUGIN_DIR);
-  loom::SlotConfig slot{"model", c, {}};
-  slot.config.values = loom::resolve_options(options, c->options, "[model] " + component, "test", {});
+  const loom::SlotConfig slot = plugin_slot(LOOM_KIND_MODEL, "model", component, options);
   const loom::RunContext run{LOOM_TEST_TMP, "cpu", seed, 0, 1, 1};
   return std::make_unique<loom::ModelInstance>(slot, run);
 }

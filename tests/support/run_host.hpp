@@ -52,6 +52,8 @@ inline Result run_host(const std::string& args, const std::string& env_prefix = 
   return run_shell(env_prefix + (env_prefix.empty() ? "" : " ") + LOOM_HOST_BIN + " " + args);
 }
 
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 // Number of lines in text (a trailing newline does not start a new line).
 inline int line_count(const std::string& text) {
   int n = 0;
