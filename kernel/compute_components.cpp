@@ -61,24 +61,9 @@ Batch DatasetInstance::next() {
   return batch;
 }
 
-std::string DatasetInstance::save_state() {
-  std::string bytes;
-  const loom_byte_writer writer = {sizeof(loom_byte_writer), &bytes,
-                                   [](void* user, const void* data, size_t size) -> loom_status* {
-                                     try {
-                                       static_cast<std::string*>(user)->append(static_cast<const char*>(data), size);
-                                       return nullptr;
-                                     } catch (const std::exception& e) {
-                                       return host_api()->status_create(LOOM_STATUS_CODE_INTERNAL, e.what());
-                                     }
-                                   }};
-  check(vt_.state_save(handle_, &writer), "state_save");
-  return bytes;
-}
+std::string DatasetInstance::save_state() { return save_state_with(vt_.state_save); }
 
-void DatasetInstance::load_state(const std::string& state) {
-  check(vt_.state_load(handle_, state.data(), state.size()), "state_load");
-}
+void DatasetInstance::load_state(const std::string& state) { load_state_with(vt_.state_load, state); }
 
 OptimizerInstance::OptimizerInstance(const SlotConfig& slot, const RunContext& run, const loom_param_groups& groups)
     : Instance(slot, run) {

@@ -39,10 +39,8 @@ class DatasetInstance : public Instance<loom_dataset_vtable, loom_dataset> {
   // The next batch, carrying the dataset's position after it when the dataset keeps one.
   Batch next();
   bool has_state() const { return vt_.state_save != nullptr && vt_.state_load != nullptr; }
-  void load_state(const std::string& state);
-
- private:
   std::string save_state();
+  void load_state(const std::string& state);
 };
 
 class OptimizerInstance : public Instance<loom_optimizer_vtable, loom_optimizer> {

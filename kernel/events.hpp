@@ -9,6 +9,9 @@
 
 namespace loom {
 
+// Requests from several hooks or events add up: a request set anywhere stays set.
+void merge_control(loom_control& into, const loom_control& from);
+
 class EventBus {
  public:
   explicit EventBus(std::vector<HookInstance>& hooks) : hooks_(hooks) {}

@@ -67,6 +67,27 @@ class Instance {
     }
     if (handle_ == nullptr) throw runtime_failure(where() + ": create returned no object");
   }
+  // Byte state of the kinds that keep some in checkpoints (dataset, tracker, hook).
+  using SaveStateFn = loom_status* (*)(Handle*, const loom_byte_writer*);
+  using LoadStateFn = loom_status* (*)(Handle*, const void*, size_t);
+  std::string save_state_with(SaveStateFn save) {
+    std::string bytes;
+    const loom_byte_writer writer = {sizeof(loom_byte_writer), &bytes,
+                                     [](void* user, const void* data, size_t size) -> loom_status* {
+                                       try {  // runs inside the plugin's frames: nothing may escape
+                                         static_cast<std::string*>(user)->append(static_cast<const char*>(data), size);
+                                         return nullptr;
+                                       } catch (const std::exception& e) {
+                                         return host_api()->status_create(LOOM_STATUS_CODE_INTERNAL, e.what());
+                                       }
+                                     }};
+    check(save(handle_, &writer), "state_save");
+    return bytes;
+  }
+  void load_state_with(LoadStateFn load, const std::string& bytes) {
+    check(load(handle_, bytes.data(), bytes.size()), "state_load");
+  }
+
   void check(loom_status* status, const char* call) const {
     if (status != nullptr) throw runtime_failure(where() + ": " + call + " failed: " + take_status_message(status));
   }

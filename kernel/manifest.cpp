@@ -13,7 +13,7 @@ namespace loom {
 const std::vector<std::string>& manifest_tables() {
   static const std::vector<std::string> tables = {"extends", "run",      "plugins",  "model",
                                                   "data",    "optimizer", "schedule", "trackers",
-                                                  "hooks",   "checkpoint"};
+                                                  "hooks",   "checkpoint", "eval_data"};
   return tables;
 }
 
@@ -21,7 +21,7 @@ namespace {
 
 // Tables DESIGN.md plans but this version does not run yet; named so the error is honest.
 const std::vector<std::string>& planned_tables() {
-  static const std::vector<std::string> tables = {"eval_data", "distributed"};
+  static const std::vector<std::string> tables = {"distributed"};
   return tables;
 }
 

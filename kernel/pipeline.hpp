@@ -2,6 +2,8 @@
 // destroyed in reverse.
 #pragma once
 
+#include <spdlog/spdlog.h>
+
 #include <memory>
 #include <vector>
 
@@ -18,6 +20,7 @@ struct Pipeline {
   OptimizerInstance optimizer;
   DatasetInstance data;
   ScheduleInstance schedule;
+  std::unique_ptr<DatasetInstance> eval_data;             // null without [eval_data]
   std::unique_ptr<CheckpointBackendInstance> checkpoint;  // null without [checkpoint]
   std::vector<TrackerInstance> trackers;
   std::vector<HookInstance> hooks;
@@ -28,8 +31,16 @@ struct Pipeline {
         optimizer(c.optimizer, run, flat.abi()),
         data(c.data, run),
         schedule(c.schedule, run) {
+    if (c.eval_data) eval_data = std::make_unique<DatasetInstance>(*c.eval_data, run);
     if (c.checkpoint.enabled) checkpoint = std::make_unique<CheckpointBackendInstance>(c.checkpoint_backend, run);
-    for (const auto& slot : c.trackers) trackers.emplace_back(slot, run);
+    for (const auto& slot : c.trackers) {
+      try {
+        trackers.emplace_back(slot, run);
+      } catch (const Failure& f) {  // a tracker that cannot start (locked database, full disk)
+        if (slot.required || f.code() != ExitCode::runtime) throw;
+        spdlog::warn("{}; the run goes on without this tracker (set required = true to make this fatal)", f.what());
+      }
+    }
     for (const auto& slot : c.hooks) hooks.emplace_back(slot, run);
   }
 };

@@ -43,6 +43,22 @@ const std::vector<OptionSpec>& checkpoint_options() {
   return specs;
 }
 
+const std::vector<OptionSpec>& tracker_options() {
+  static const std::vector<OptionSpec> specs = {
+      {"required", LOOM_OPTION_TYPE_BOOL, "false", false,
+       "End the run when this tracker fails; by default a failure is a warning and the tracker stops."},
+  };
+  return specs;
+}
+
+const std::vector<OptionSpec>& eval_data_options() {
+  static const std::vector<OptionSpec> specs = {
+      {"max_batches", LOOM_OPTION_TYPE_INT, "50", false,
+       "Batches per evaluation; the same batches every time, so evaluations compare."},
+  };
+  return specs;
+}
+
 namespace {
 
 struct SlotDef {
@@ -227,10 +243,30 @@ PipelineConfig resolve_pipeline(const Manifest& manifest, const Registry& regist
       const toml::table* table = item.as_table();
       if (!table) throw usage_failure(source_position(item) + ": each " + def.key + " entry must be a table");
       toml::table resolved;
-      list.push_back(resolve_slot(std::string(def.key) + "[" + std::to_string(i) + "]", def, *table, registry, resolved));
+      const bool tracker = def.kind == LOOM_KIND_TRACKER;
+      list.push_back(resolve_slot(std::string(def.key) + "[" + std::to_string(i) + "]", def, *table, registry,
+                                  resolved, tracker ? tracker_options() : std::vector<OptionSpec>{}));
+      if (tracker) {
+        auto& values = list.back().config.values;
+        list.back().required = std::get<bool>(values.at("required"));
+        values.erase("required");
+      }
       resolved_list.push_back(resolved);
     }
     out.resolved.insert_or_assign(def.key, resolved_list);
+  }
+  if (const toml::node* node = manifest.root.get("eval_data")) {
+    const toml::table* table = node->as_table();
+    if (!table) throw usage_failure(source_position(*node) + ": eval_data must be a table");
+    const SlotDef def = {"eval_data", LOOM_KIND_DATASET, false, nullptr};
+    toml::table resolved;
+    out.eval_data = resolve_slot("eval_data", def, *table, registry, resolved, eval_data_options());
+    auto& values = out.eval_data->config.values;
+    out.eval_max_batches = std::get<int64_t>(values.at("max_batches"));
+    values.erase("max_batches");
+    if (out.eval_max_batches < 1)
+      throw usage_failure(source_position(*table) + ": [eval_data] max_batches must be at least 1");
+    out.resolved.insert_or_assign("eval_data", resolved);
   }
   if (const toml::node* node = manifest.root.get("checkpoint")) {
     const toml::table* table = node->as_table();

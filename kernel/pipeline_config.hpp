@@ -2,6 +2,7 @@
 // for each slot, the chosen component with its validated options.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct SlotConfig {
   std::string slot;                  // "model", "trackers[0]"
   const Component* component = nullptr;
   loom_config config;                // resolved options
+  bool required = true;              // trackers: false (the default) turns failures into warnings
 };
 
 // [checkpoint]: the manager's own options; the backend's options go to its SlotConfig.
@@ -42,6 +44,8 @@ struct PipelineConfig {
   RunSettings run;
   CheckpointSettings checkpoint;
   SlotConfig model, data, optimizer, schedule, checkpoint_backend;
+  std::optional<SlotConfig> eval_data;  // [eval_data], read when a hook requests evaluation
+  int64_t eval_max_batches = 0;
   std::vector<SlotConfig> trackers, hooks;
   toml::table resolved;  // every slot with defaults filled in; written to the run directory
   const Registry* registry = nullptr;  // what resolved it; lives as long as the run
@@ -52,6 +56,9 @@ const std::vector<OptionSpec>& run_options();
 
 // The [checkpoint] table's host-side options (the backend adds its own).
 const std::vector<OptionSpec>& checkpoint_options();
+// Host-side options of every [[trackers]] entry and of [eval_data].
+const std::vector<OptionSpec>& tracker_options();
+const std::vector<OptionSpec>& eval_data_options();
 
 // [plugins] paths, made absolute relative to the manifest's folder.
 std::vector<PluginDir> manifest_plugin_dirs(const Manifest& manifest);

@@ -50,6 +50,12 @@ void copy_into(at::Tensor& live, const at::Tensor& saved, const std::string& nam
   live.detach().copy_(saved);
 }
 
+// "hooks[0]/early_stop": a component's state, found again by slot and name.
+template <class Instance>
+std::string state_name(const Instance& instance) {
+  return instance.slot() + "/" + instance.component().name;
+}
+
 }  // namespace
 
 Snapshot capture_snapshot(Pipeline& p, const RunCounters& counters, const std::string& data_state,
@@ -64,6 +70,11 @@ Snapshot capture_snapshot(Pipeline& p, const RunCounters& counters, const std::s
     s.tensors.emplace_back("rng/cpu", cpu_copy(at::Tensor(gen.get_state())));
   }
   s.tensors.emplace_back("data/rank0", bytes_tensor(data_state));
+  for (size_t i = 0; i < p.hooks.size(); ++i)
+    if (p.hooks[i].has_state()) s.tensors.emplace_back(state_name(p.hooks[i]), bytes_tensor(p.hooks[i].save_state()));
+  for (size_t i = 0; i < p.trackers.size(); ++i)
+    if (p.trackers[i].has_state())
+      s.tensors.emplace_back(state_name(p.trackers[i]), bytes_tensor(p.trackers[i].save_state()));
   const nlohmann::json metadata = {{"format", "loom-checkpoint"},
                                    {"version", kMetadataVersion},
                                    {"step", counters.step},
@@ -103,6 +114,13 @@ void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::str
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(require(loaded, "rng/cpu", origin));
   }
+  // Hooks and trackers added since the checkpoint simply start fresh.
+  for (auto& hook : p.hooks)
+    if (auto it = loaded.tensors.find(state_name(hook)); hook.has_state() && it != loaded.tensors.end())
+      hook.load_state(tensor_bytes(it->second));
+  for (auto& tracker : p.trackers)
+    if (auto it = loaded.tensors.find(state_name(tracker)); tracker.has_state() && it != loaded.tensors.end())
+      tracker.load_state(tensor_bytes(it->second));
 }
 
 }  // namespace loom

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "checkpoint_manager.hpp"
+#include "evaluator.hpp"
 #include "events.hpp"
 #include "failure.hpp"
 #include "peak_flops.hpp"
@@ -78,6 +79,7 @@ class Trainer {
     const RunContext run{run_dir, device_.str(), settings_.seed, 0, 1, settings_.steps};
     p_ = std::make_unique<Pipeline>(config, run);
     events_ = std::make_unique<EventBus>(p_->hooks);
+    if (p_->eval_data) evaluator_ = std::make_unique<Evaluator>(*p_->eval_data, config.eval_max_batches, device_);
     if (p_->checkpoint)
       checkpoints_ = std::make_unique<CheckpointManager>(config.checkpoint, *p_->checkpoint, *config.registry, run_dir);
     spdlog::info("model {}: {} parameters; data {}; optimizer {}; schedule {}", p_->model.component().name,
@@ -113,7 +115,10 @@ class Trainer {
         counters_.elapsed_s = elapsed_before + seconds_since(started);
         const bool signalled = SignalWatch::requested() != 0;
         stop = control.request_stop || signalled;
+        if (control.request_eval) stop |= evaluate(step);
         if (step % settings_.log_every == 0 || step == settings_.steps || stop) stop |= log(step);
+        else if (!eval_metrics_.empty()) log_to_trackers(step, eval_metrics_);
+        eval_metrics_.clear();
         if (checkpoints_ && (checkpoints_->due(step) || control.request_save || signalled)) save();
         if (signalled) spdlog::info("stopping after step {} on signal {}", step, SignalWatch::requested());
       }
@@ -146,6 +151,7 @@ class Trainer {
     else spdlog::warn("dataset {} keeps no position: resumed batches differ from an uninterrupted run",
                       p_->data.component().name);
     counters_ = restored.counters;
+    for (auto& tracker : p_->trackers) tracker.resume(counters_.step);  // drop what the lost run logged later
     data_state_ = restored.data_state;
     state_.step = counters_.step;
     state_.tokens = counters_.tokens;
@@ -186,13 +192,13 @@ class Trainer {
     const at::Tensor stats = at::stack({loss_total * scale, norm.to(loss_total.dtype())}).to(at::kCPU, at::kDouble);
     state_.loss = stats[0].item<double>();
     state_.grad_norm = stats[1].item<double>();
-    merge(requests, events_->fire(LOOM_EVENT_AFTER_BACKWARD, state_));
+    merge_control(requests, events_->fire(LOOM_EVENT_AFTER_BACKWARD, state_));
 
     // 4. Clip, schedule, let hooks veto, step.
     if (settings_.clip_grad_norm > 0) p_->flat.clip(norm, settings_.clip_grad_norm);
     state_.lr = p_->optimizer.base_lr() * p_->schedule.factor(step);
     const loom_control veto = events_->fire(LOOM_EVENT_BEFORE_OPTIMIZER_STEP, state_);
-    merge(requests, veto);
+    merge_control(requests, veto);
     if (veto.skip_step) ++summary_.skipped_steps;
     else p_->optimizer.step(state_.lr, step);
 
@@ -205,20 +211,45 @@ class Trainer {
     window_.steps += 1;
     window_.tokens += tokens;
     window_.loss_sum += state_.loss;
-    merge(requests, events_->fire(LOOM_EVENT_STEP_END, state_));
+    merge_control(requests, events_->fire(LOOM_EVENT_STEP_END, state_));
     const double seconds = seconds_since(step_started);
     step_seconds_ema_ = summary_.steps == 1 ? seconds : 0.9 * step_seconds_ema_ + 0.1 * seconds;
     return requests;
   }
 
-  // Hands the window's metrics to trackers, then hooks; returns whether a hook asked to stop.
+  void log_to_trackers(int64_t step, const MetricList& metrics) {
+    const MetricsView view(step, metrics);
+    for (auto& tracker : p_->trackers) tracker.log(view);
+  }
+
+  // Hands the window's metrics (and this step's evaluation) to trackers, then hooks; returns
+  // whether a hook asked to stop. One record per step: trackers never see a step twice.
   bool log(int64_t step) {
     MetricList metrics = window_.finish(settings_, step, state_, step_seconds_ema_, flops_per_token_, peak_flops_);
     if (summary_.skipped_steps > 0) metrics.emplace_back("skipped_steps", static_cast<double>(summary_.skipped_steps));
+    metrics.insert(metrics.end(), eval_metrics_.begin(), eval_metrics_.end());
     const MetricsView view(step, metrics);
     for (auto& tracker : p_->trackers) tracker.log(view);
     state_.metrics = view.get();
     const bool stop = events_->fire(LOOM_EVENT_LOG, state_).request_stop != 0;
+    state_.metrics = nullptr;
+    return stop;
+  }
+
+  // Evaluates on [eval_data], hands the metrics to trackers and fires eval_end; returns whether
+  // a hook asked to stop (early stopping).
+  bool evaluate(int64_t step) {
+    if (!evaluator_) {
+      if (!warned_no_eval_data_) spdlog::warn("a hook asked for evaluation, but the manifest has no [eval_data]");
+      warned_no_eval_data_ = true;
+      return false;
+    }
+    eval_metrics_ = evaluator_->run(p_->model);  // trackers get them with this step's record
+    spdlog::info("eval at step {}: loss {:.4f}, perplexity {:.2f}", step, eval_metrics_[0].second,
+                 eval_metrics_[1].second);
+    const MetricsView view(step, eval_metrics_);
+    state_.metrics = view.get();
+    const bool stop = events_->fire(LOOM_EVENT_EVAL_END, state_).request_stop != 0;
     state_.metrics = nullptr;
     return stop;
   }
@@ -228,12 +259,6 @@ class Trainer {
     events_->fire(LOOM_EVENT_SAVE, state_);
   }
 
-  static void merge(loom_control& into, const loom_control& from) {
-    into.request_stop |= from.request_stop;
-    into.request_save |= from.request_save;
-    into.skip_step |= from.skip_step;
-  }
-
   const PipelineConfig& config_;
   const RunSettings& settings_;
   const at::Device device_;
@@ -241,6 +266,9 @@ class Trainer {
   const std::string manifest_text_;
   std::unique_ptr<Pipeline> p_;
   std::unique_ptr<EventBus> events_;
+  std::unique_ptr<Evaluator> evaluator_;            // null without [eval_data]
+  bool warned_no_eval_data_ = false;
+  MetricList eval_metrics_;  // this step's evaluation, until the step's tracker record
   std::unique_ptr<CheckpointManager> checkpoints_;  // after p_: joins its writer before the backend dies
   double flops_per_token_ = 0, peak_flops_ = 0;
   loom_state_view state_{};

@@ -22,6 +22,7 @@ function(loom_add_plugin name)
     message(FATAL_ERROR "loom_add_plugin(${name}): give SOURCES")
   endif()
   add_library(${name} MODULE ${ARG_SOURCES})
+  set_property(GLOBAL APPEND PROPERTY LOOM_PLUGIN_TARGETS ${name})
   set_target_properties(${name} PROPERTIES
     PREFIX ""
     C_VISIBILITY_PRESET hidden

@@ -33,6 +33,8 @@
   X(loom_optimizer_vtable, step, 3) X(loom_optimizer_vtable, state_get, 5)                     \
   X(loom_schedule_vtable, factor, 3) X(loom_metric, value, 2) X(loom_metrics, count, 3)        \
   X(loom_tracker_vtable, log, 3) X(loom_tracker_vtable, note, 4)                               \
+  X(loom_tracker_vtable, resume, 5) X(loom_tracker_vtable, state_load, 7)                      \
+  X(loom_hook_vtable, state_load, 5)                                                           \
   X(loom_named_tensor, tensor, 2) X(loom_checkpoint_reader, on_metadata, 3)                    \
   X(loom_checkpoint_vtable, load, 4)
 

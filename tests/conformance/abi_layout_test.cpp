@@ -60,7 +60,8 @@ TEST_CASE("frozen offsets match the static asserts, in C99 and C++") {
   CHECK(offsetof(loom_host_api, config_has) == 96);
   CHECK(offsetof(loom_component, options) == 32);
   CHECK(offsetof(loom_tracker_vtable, note) == 32);
-  CHECK(sizeof(loom_tracker_vtable) == 40);
+  CHECK(sizeof(loom_tracker_vtable) == 64);
+  CHECK(offsetof(loom_control, request_eval) == 20);
   CHECK(sizeof(loom_option_spec) == 48);
 }
 

@@ -153,9 +153,9 @@ TEST_CASE("rule 4: a callback that throws ends the run with exit 1 and one error
   const auto dir = tmp_dir("conformance-throws");
   const std::string file = test_plugin_file("throws", "throws");
 
-  SUBCASE("std::exception from a tracker's log") {
+  SUBCASE("std::exception from a required tracker's log") {
     const auto manifest = write_file(dir / "m.toml", base_manifest(dir) + plugins_table({test_plugins("throws")}) +
-                                                         "[[trackers]]\nuse = \"throwing_tracker\"\n");
+                                                         "[[trackers]]\nuse = \"throwing_tracker\"\nrequired = true\n");
     const Result r = host("run " + manifest.string());
     CAPTURE(r.err);
     CHECK(r.code == 1);
@@ -168,6 +168,18 @@ TEST_CASE("rule 4: a callback that throws ends the run with exit 1 and one error
     CHECK(contains(last, "[trackers[0]]"));
     CHECK(contains(last, "throwing_tracker exploded at step 2"));
     CHECK_FALSE(contains(r.err, "terminate"));
+  }
+  SUBCASE("a tracker that is not required only warns, and the run completes") {
+    const auto manifest = write_file(dir / "m.toml", base_manifest(dir) + plugins_table({test_plugins("throws")}) +
+                                                         "[[trackers]]\nuse = \"throwing_tracker\"\n");
+    const Result r = host("run " + manifest.string());
+    CAPTURE(r.err);
+    CHECK(r.code == 0);
+    CHECK(count_lines_starting(r.err, "error") == 0);
+    CHECK(count_lines_starting(r.err, "warning: ") == 1);  // once: the tracker is then off
+    CHECK(contains(r.err, "throwing_tracker exploded at step 2"));
+    CHECK(contains(r.err, "required = true"));
+    CHECK(contains(r.err, "done: 3 steps"));
   }
   SUBCASE("a non-std exception from a hook's on_event") {
     const auto manifest = write_file(dir / "m.toml", base_manifest(dir) + plugins_table({test_plugins("throws")}) +

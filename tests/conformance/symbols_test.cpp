@@ -14,9 +14,13 @@ using namespace loom_test;
 
 namespace {
 
-const std::vector<std::string> kTorchFree = {"synthetic", "token_file", "text",    "constant", "warmup_cosine",
-                                             "console",   "jsonl",      "nan_guard", "safetensors"};
-const std::vector<std::string> kTorchLinked = {"mlp_lm", "gpt", "sgd", "adamw", "torch_pickle"};
+const std::vector<std::string> kTorchFree = {"synthetic", "token_file", "text",      "constant",    "warmup_cosine",
+                                             "console",   "jsonl",      "nan_guard", "safetensors", "sqlite",
+                                             "eval",      "early_stop", "csv",       "tensorboard"};
+const std::vector<std::string> kTorchLinked = {"mlp_lm", "gpt", "sgd", "adamw", "torch_pickle", "profiler"};
+// Torch-free on CPU-only LibTorch; linked only when LibTorch has CUDA, for the CUDA caching
+// allocator's statistics (libc10_cuda).
+const std::vector<std::string> kTorchLinkedWithCuda = {"memory_monitor"};
 // Every test plugin the CMakeLists builds; all are torch-free.
 const std::vector<std::string> kTestPlugins = {
     "major2/major2",         "fingerprint/wrong_fingerprint", "small_struct/small_struct",
@@ -46,11 +50,23 @@ bool links_torch(const std::string& file) {
   return contains(r.out, "libtorch") || contains(r.out, "libc10");
 }
 
+// Whether the host's LibTorch was built with CUDA.
+bool host_has_cuda() {
+  const Result r = run_shell(std::string("ldd '") + LOOM_HOST_BIN + "'");
+  REQUIRE_MESSAGE(r.code == 0, "ldd failed on the host: " << r.err);
+  return contains(r.out, "libc10_cuda") || contains(r.out, "libtorch_cuda");
+}
+
+bool listed(const std::vector<std::string>& list, const std::string& name) {
+  return std::find(list.begin(), list.end(), name) != list.end();
+}
+
 }  // namespace
 
 TEST_CASE("the expected plugin files exist") {
   for (const auto& n : kTorchFree) CHECK_MESSAGE(fs::exists(real_plugin(n)), real_plugin(n));
   for (const auto& n : kTorchLinked) CHECK_MESSAGE(fs::exists(real_plugin(n)), real_plugin(n));
+  for (const auto& n : kTorchLinkedWithCuda) CHECK_MESSAGE(fs::exists(real_plugin(n)), real_plugin(n));
   for (const auto& p : kTestPlugins) {
     const std::string f = std::string(LOOM_TEST_PLUGIN_DIR) + "/" + p + ".so";
     CHECK_MESSAGE(fs::exists(f), f);
@@ -59,7 +75,7 @@ TEST_CASE("the expected plugin files exist") {
 
 TEST_CASE("rule 1: every plugin exports exactly one defined dynamic symbol, loom_plugin_init") {
   const auto files = all_plugins();
-  CHECK(files.size() >= kTorchFree.size() + kTorchLinked.size() + kTestPlugins.size());
+  CHECK(files.size() >= kTorchFree.size() + kTorchLinked.size() + kTorchLinkedWithCuda.size() + kTestPlugins.size());
   for (const auto& f : files) {
     CAPTURE(f);
     const Result r = run_shell("nm -D --defined-only '" + f + "'");
@@ -77,9 +93,8 @@ TEST_CASE("rule 1: every plugin exports exactly one defined dynamic symbol, loom
 TEST_CASE("every shipped plugin is classified torch-free or torch-linked here") {
   for (const auto& entry : fs::directory_iterator(LOOM_PLUGIN_DIR)) {
     const std::string name = entry.path().stem().string();
-    const bool listed = std::find(kTorchFree.begin(), kTorchFree.end(), name) != kTorchFree.end() ||
-                        std::find(kTorchLinked.begin(), kTorchLinked.end(), name) != kTorchLinked.end();
-    CHECK_MESSAGE(listed, name << ".so is new: add it to kTorchFree or kTorchLinked");
+    const bool known = listed(kTorchFree, name) || listed(kTorchLinked, name) || listed(kTorchLinkedWithCuda, name);
+    CHECK_MESSAGE(known, name << ".so is new: add it to kTorchFree or kTorchLinked");
   }
 }
 
@@ -95,5 +110,11 @@ TEST_CASE("rule 6: torch-free plugins do not link LibTorch; torch-linked ones do
   for (const auto& n : kTorchLinked) {
     CAPTURE(n);
     CHECK(links_torch(real_plugin(n)));
+  }
+  const bool cuda = host_has_cuda();
+  for (const auto& n : kTorchLinkedWithCuda) {
+    CAPTURE(n);
+    CAPTURE(cuda);
+    CHECK(links_torch(real_plugin(n)) == cuda);
   }
 }

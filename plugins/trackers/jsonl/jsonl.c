@@ -2,7 +2,13 @@
  *   {"step":40,"loss":2.3456000000000001,"lr":0.001}
  * Written in plain C99 against <loom/abi.h> alone, with no C++ helpers: it is the proof that a
  * torch-free plugin needs nothing but the C header, and it keeps loading across LibTorch
- * upgrades. Only rank 0 writes; other ranks get an instance that does nothing. */
+ * upgrades. Only rank 0 writes; other ranks get an instance that does nothing.
+ *
+ * Resume: resume(N) rewrites the file keeping only the records whose "step" <= N (a temp file
+ * in the same folder, fsync'd, renamed over the old one), so no step repeats or goes back. A
+ * session whose first log comes without a resume() call (a restart with no checkpoint) drops
+ * the records at or after its first step the same way. Torn last lines are dropped too. */
+#define _POSIX_C_SOURCE 200809L /* getline, fileno, fsync */
 #include <loom/abi.h>
 
 #include <errno.h>
@@ -10,12 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const loom_host_api* host; /* static; set by loom_plugin_init */
 
 struct loom_tracker {
-  FILE* file; /* NULL on ranks other than 0 */
-  char* path; /* owned; for error messages */
+  FILE* file;  /* NULL on ranks other than 0 */
+  char* path;  /* owned */
+  int started; /* resume() or the first log has trimmed the file */
 };
 
 /* A status whose message is "jsonl: <what> '<path>': <errno text>". */
@@ -98,6 +106,52 @@ static void write_number(FILE* f, double v) {
   else fputs("null", f);                   /* JSON has no NaN or Infinity */
 }
 
+/* Keeps only the whole lines whose "step" <= last_step; rewrites nothing when none is dropped. */
+static loom_status* jsonl_keep_until(loom_tracker* tracker, int64_t last_step) {
+  char *tmp = NULL, *line = NULL;
+  size_t cap = 0, dropped = 0;
+  ssize_t len;
+  long long step;
+  FILE *in = NULL, *out = NULL;
+  loom_status* status = NULL;
+
+  tracker->started = 1;
+  if (tracker->file == NULL) return NULL; /* not rank 0 */
+  tmp = (char*)malloc(strlen(tracker->path) + 5);
+  if (tmp == NULL) return host->status_create(LOOM_STATUS_CODE_INTERNAL, "jsonl: out of memory");
+  sprintf(tmp, "%s.tmp", tracker->path);
+  in = fopen(tracker->path, "r");
+  out = fopen(tmp, "w");
+  if (in == NULL || out == NULL) {
+    status = io_error(LOOM_STATUS_CODE_INTERNAL, "cannot rewrite", tracker->path, errno);
+    goto done;
+  }
+  while ((len = getline(&line, &cap, in)) > 0) {
+    if (line[len - 1] == '\n' && sscanf(line, "{\"step\":%lld", &step) == 1 && step <= last_step) fputs(line, out);
+    else ++dropped;
+  }
+  if (ferror(in) || ferror(out) || fflush(out) != 0 || fsync(fileno(out)) != 0) {
+    status = io_error(LOOM_STATUS_CODE_INTERNAL, "cannot rewrite", tracker->path, errno);
+    goto done;
+  }
+  if (dropped > 0) {
+    fclose(tracker->file); /* it would keep appending to the replaced file */
+    tracker->file = NULL;
+    if (rename(tmp, tracker->path) != 0) status = io_error(LOOM_STATUS_CODE_INTERNAL, "cannot replace", tracker->path, errno);
+    tracker->file = fopen(tracker->path, "a");
+    if (tracker->file == NULL && status == NULL) status = io_error(LOOM_STATUS_CODE_INTERNAL, "cannot open", tracker->path, errno);
+  }
+done:
+  if (in != NULL) fclose(in);
+  if (out != NULL) fclose(out);
+  remove(tmp); /* already gone when renamed */
+  free(tmp);
+  free(line);
+  return status;
+}
+
+static loom_status* jsonl_resume(loom_tracker* tracker, int64_t step) { return jsonl_keep_until(tracker, step); }
+
 static loom_status* jsonl_log(loom_tracker* tracker, const loom_metrics* metrics) {
   int64_t step = LOOM_STRUCT_HAS(metrics, loom_metrics, step) ? metrics->step : 0;
   size_t count = LOOM_STRUCT_HAS(metrics, loom_metrics, count) ? metrics->count : 0;
@@ -106,6 +160,12 @@ static loom_status* jsonl_log(loom_tracker* tracker, const loom_metrics* metrics
   size_t i;
 
   if (f == NULL) return NULL; /* not rank 0 */
+  if (!tracker->started) {
+    loom_status* status = jsonl_keep_until(tracker, step - 1);
+    if (status != NULL) return status;
+    f = tracker->file;
+    if (f == NULL) return NULL;
+  }
   fprintf(f, "{\"step\":%lld", (long long)step);
   for (i = 0; items != NULL && i < count; ++i) {
     const loom_metric* m = items[i];
@@ -132,7 +192,7 @@ static const loom_option_spec jsonl_options[] = {
 
 static const loom_tracker_vtable jsonl_vtable = {
     sizeof(loom_tracker_vtable), jsonl_create, jsonl_destroy, jsonl_log,
-    NULL /* note: optional, unused */
+    NULL /* note */, jsonl_resume, NULL /* state_save */, NULL /* state_load */
 };
 
 static const loom_component jsonl_component = {

@@ -14,6 +14,9 @@
  *     host = h; return &info;
  *   }
  *
+ * History: 1.0 first release. 1.1 appended tracker resume/state, hook state and
+ * loom_control.request_eval.
+ *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
  *   - Removing, reordering or retyping a field, or changing a callback's meaning, bumps
@@ -40,7 +43,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 0
+#define LOOM_ABI_MINOR 1
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"

@@ -49,17 +49,8 @@ const void* Dataset::vtable() {
           write_out(out, loom_batch{sizeof(loom_batch), b.inputs, b.targets});
         });
       },
-      [](loom_dataset* d, const loom_byte_writer* w) {
-        return guard([&] {
-          const std::string state = detail::self<Dataset>(d).save_state();
-          check(w->write(w->user, state.data(), state.size()));
-        });
-      },
-      [](loom_dataset* d, const void* data, size_t size) {
-        return guard([&] {
-          detail::self<Dataset>(d).load_state(std::string(static_cast<const char*>(data), size));
-        });
-      }};
+      &detail::save_state<Dataset, loom_dataset>,
+      &detail::load_state<Dataset, loom_dataset>};
   return &vt;
 }
 

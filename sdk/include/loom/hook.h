@@ -35,8 +35,9 @@ typedef enum loom_event {
 /* Read-only; borrowed for the call. Values not yet known in an event are NaN or 0. */
 typedef struct loom_state_view {
   size_t struct_size;
-  int64_t step;          /* optimizer steps completed before this step (STEP_* events: the
-                            current step is step + 1) */
+  int64_t step;          /* optimizer steps completed. STEP_BEGIN, AFTER_BACKWARD and
+                            BEFORE_OPTIMIZER_STEP belong to step + 1; from STEP_END on (EVAL_END,
+                            LOG, SAVE) the step just run is counted */
   int64_t total_steps;
   int64_t epoch;
   double loss;           /* mean loss per token of the current step */
@@ -56,6 +57,7 @@ typedef struct loom_control {
   int32_t request_stop;  /* end the run gracefully after this step */
   int32_t request_save;  /* save a checkpoint at the next step boundary */
   int32_t skip_step;     /* BEFORE_OPTIMIZER_STEP: drop this step's update */
+  int32_t request_eval;  /* (ABI 1.1) evaluate on [eval_data] after this step; EVAL_END follows */
 } loom_control;
 
 typedef struct loom_hook_vtable {
@@ -66,11 +68,16 @@ typedef struct loom_hook_vtable {
   void (*destroy)(loom_hook* hook);               /* accepts NULL */
   loom_status* (*on_event)(loom_hook* hook, loom_event event, const loom_state_view* state,
                            loom_control* control);
+  /* Optional (ABI 1.1): state kept in checkpoints (e.g. early_stop's best value). */
+  loom_status* (*state_save)(loom_hook* hook, const loom_byte_writer* writer);
+  loom_status* (*state_load)(loom_hook* hook, const void* data, size_t size); /* borrowed */
 } loom_hook_vtable;
 
 LOOM_ABI_OFFSET(loom_state_view, metrics, 8);
 LOOM_ABI_OFFSET(loom_control, skip_step, 2);
+typedef char loom_abi_offset_loom_control_request_eval[offsetof(loom_control, request_eval) == 20 ? 1 : -1];
 LOOM_ABI_OFFSET(loom_hook_vtable, on_event, 3);
+LOOM_ABI_OFFSET(loom_hook_vtable, state_load, 5);
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,9 @@ class Hook {
   virtual ~Hook() = default;
   // state: read-only view (fields the host lacks are zero); control: set fields to steer.
   virtual void on_event(loom_event event, const loom_state_view& state, loom_control& control) = 0;
+  // State kept in checkpoints; the default keeps none.
+  virtual std::string save_state() const { return {}; }
+  virtual void load_state(const std::string& state) { (void)state; }
 };
 
 template <class T>
@@ -42,7 +45,9 @@ const void* Hook::vtable() {
           detail::self<Hook>(h).on_event(event, read_in(state), local);
           write_out(control, local);
         });
-      }};
+      },
+      &detail::save_state<Hook, loom_hook>,
+      &detail::load_state<Hook, loom_hook>};
   return &vt;
 }
 

@@ -177,6 +177,20 @@ const Base& self(const Handle* handle) {
   return *reinterpret_cast<const Base*>(handle);
 }
 
+// The state_save / state_load callbacks of every kind that keeps byte state in checkpoints
+// (Base provides save_state() and load_state(const std::string&)).
+template <class Base, class Handle>
+loom_status* save_state(Handle* h, const loom_byte_writer* w) {
+  return guard([&] {
+    const std::string state = self<Base>(h).save_state();
+    check(w->write(w->user, state.data(), state.size()));
+  });
+}
+template <class Base, class Handle>
+loom_status* load_state(Handle* h, const void* data, size_t size) {
+  return guard([&] { self<Base>(h).load_state(std::string(static_cast<const char*>(data), size)); });
+}
+
 inline std::vector<const loom_component*>& registered() {
   static std::vector<const loom_component*> components;
   return components;

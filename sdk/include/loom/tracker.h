@@ -35,12 +35,20 @@ typedef struct loom_tracker_vtable {
   loom_status* (*log)(loom_tracker* tracker, const loom_metrics* metrics);
   /* Optional: a line of text for humans (e.g. "resumed from step-40"); borrowed for the call */
   loom_status* (*note)(loom_tracker* tracker, const char* text);
+  /* Optional (ABI 1.1): the run resumed at `step`; whatever this tracker recorded for later steps
+     (by an interrupted run) must be dropped or superseded, so no output repeats or goes back. */
+  loom_status* (*resume)(loom_tracker* tracker, int64_t step);
+  /* Optional (ABI 1.1): state kept in checkpoints, restored before resume. */
+  loom_status* (*state_save)(loom_tracker* tracker, const loom_byte_writer* writer);
+  loom_status* (*state_load)(loom_tracker* tracker, const void* data, size_t size); /* borrowed */
 } loom_tracker_vtable;
 
 LOOM_ABI_OFFSET(loom_metric, value, 2);
 LOOM_ABI_OFFSET(loom_metrics, count, 3);
 LOOM_ABI_OFFSET(loom_tracker_vtable, log, 3);
 LOOM_ABI_OFFSET(loom_tracker_vtable, note, 4);
+LOOM_ABI_OFFSET(loom_tracker_vtable, resume, 5);
+LOOM_ABI_OFFSET(loom_tracker_vtable, state_load, 7);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 //   };
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include <loom/plugin.hpp>
@@ -42,7 +43,13 @@ class Tracker {
   virtual ~Tracker() = default;
   virtual void log(int64_t step, const Metrics& metrics) = 0;
   virtual void note(const char* text) { (void)text; }
+  // The run resumed at `step`: drop or supersede anything recorded for later steps.
+  virtual void resume(int64_t step) { (void)step; }
+  // State kept in checkpoints; the default keeps none.
+  virtual std::string save_state() const { return {}; }
+  virtual void load_state(const std::string& state) { (void)state; }
 };
+
 
 template <class T>
 const void* Tracker::vtable() {
@@ -60,7 +67,10 @@ const void* Tracker::vtable() {
       },
       [](loom_tracker* t, const char* text) {
         return guard([&] { detail::self<Tracker>(t).note(text); });
-      }};
+      },
+      [](loom_tracker* t, int64_t step) { return guard([&] { detail::self<Tracker>(t).resume(step); }); },
+      &detail::save_state<Tracker, loom_tracker>,
+      &detail::load_state<Tracker, loom_tracker>};
   return &vt;
 }
 
