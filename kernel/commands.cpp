@@ -10,7 +10,9 @@
 #include <iostream>
 
 #include "failure.hpp"
+#include "dist_env.hpp"
 #include "host_api.hpp"
+#include "log.hpp"
 #include "manifest.hpp"
 #include "pipeline_config.hpp"
 #include "plugin_loader.hpp"
@@ -58,19 +60,23 @@ void print_options(const std::vector<OptionSpec>& options) {
 }  // namespace
 
 int command_run(const std::string& manifest, const std::vector<std::string>& overrides) {
+  const DistEnv env = read_dist_env();
+  if (env.world_size > 1) log_setup(env.rank, env.world_size, spdlog::default_logger()->level() == spdlog::level::debug);
   auto loaded = load_everything(manifest, overrides);
   const RunSettings& run = loaded->pipeline.run;
   const fs::path run_dir = fs::path(run.dir) / run.name;
   std::error_code ec;
-  fs::create_directories(run_dir, ec);
+  fs::create_directories(run_dir / "logs", ec);
   if (ec) throw runtime_failure(run_dir.string() + ": cannot create the run directory: " + ec.message());
-  {
+  if (env.world_size > 1)
+    log_join_run(env.rank, env.world_size, (run_dir / "logs" / ("rank-" + std::to_string(env.rank) + ".log")).string());
+  if (env.rank == 0) {  // shared outputs come from rank 0 alone
     std::ofstream out(run_dir / "manifest.toml");
     out << "# Resolved manifest of this run: every default filled in.\n" << to_toml_text(loaded->pipeline.resolved) << "\n";
     if (!out) throw runtime_failure((run_dir / "manifest.toml").string() + ": cannot write the resolved manifest");
   }
   spdlog::info("run {}: {} steps on {}, writing to {}", run.name, run.steps, run.device, run_dir.string());
-  const TrainSummary s = train(loaded->pipeline, run_dir.string());
+  const TrainSummary s = train(loaded->pipeline, run_dir.string(), env);
   spdlog::info("done: {} steps in {:.1f} s ({:.1f} ms/step), loss {:.4f} -> {:.4f}{}", s.steps, s.seconds,
                1e3 * s.seconds / std::max<int64_t>(s.steps, 1), s.first_loss, s.last_loss,
                s.skipped_steps ? ", " + std::to_string(s.skipped_steps) + " steps skipped by hooks" : "");

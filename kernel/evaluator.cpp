@@ -4,8 +4,8 @@
 
 namespace loom {
 
-Evaluator::Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device)
-    : data_(data), max_batches_(max_batches), device_(device) {
+Evaluator::Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device, Communicator* comm)
+    : data_(data), max_batches_(max_batches), device_(device), comm_(comm) {
   if (data_.has_state()) start_state_ = data_.save_state();
 }
 
@@ -21,7 +21,10 @@ MetricList Evaluator::run(ModelInstance& model) {
     tokens += b.tokens;
   }
   model.set_training(true);
-  const double loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(tokens, 1));  // one sync
+  at::Tensor totals = at::stack({loss_sum.to(at::kCPU), at::full({}, static_cast<double>(tokens), at::kDouble)});
+  if (comm_) comm_->allreduce_sum(totals);
+  tokens = static_cast<int64_t>(totals[1].item<double>());
+  const double loss = totals[0].item<double>() / static_cast<double>(std::max<int64_t>(tokens, 1));
   return {{"eval_loss", loss}, {"eval_ppl", std::exp(loss)}, {"eval_tokens", static_cast<double>(tokens)}};
 }
 

@@ -3,6 +3,7 @@
 // successive evaluations compare.
 #pragma once
 
+#include "communicator.hpp"
 #include "observer_components.hpp"
 #include "pipeline.hpp"
 
@@ -10,7 +11,8 @@ namespace loom {
 
 class Evaluator {
  public:
-  Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device);
+  // comm: sums the loss over every rank's shard (null in a single-process run).
+  Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device, Communicator* comm);
   // eval_loss (mean per token), eval_ppl and eval_tokens.
   MetricList run(ModelInstance& model);
 
@@ -18,6 +20,7 @@ class Evaluator {
   DatasetInstance& data_;
   int64_t max_batches_;
   at::Device device_;
+  Communicator* comm_;
   std::string start_state_;  // the dataset's position before the first evaluation
 };
 

@@ -74,6 +74,22 @@ void FlatParams::clip(const at::Tensor& norm, double max_norm) {
   for (auto& g : groups_) g->grads.mul_(coefficient.to(g->grads.device(), g->grads.scalar_type()));
 }
 
+std::vector<at::Tensor> FlatParams::param_buffers() const {
+  std::vector<at::Tensor> out;
+  for (const auto& g : groups_) out.push_back(g->params);
+  return out;
+}
+
+std::vector<at::Tensor> FlatParams::grad_buckets(int64_t max_bytes) const {
+  std::vector<at::Tensor> out;
+  for (const auto& g : groups_) {
+    const int64_t per_bucket = std::max<int64_t>(1, max_bytes / g->grads.element_size());
+    for (int64_t start = 0; start < g->grads.numel(); start += per_bucket)
+      out.push_back(g->grads.narrow(0, start, std::min(per_bucket, g->grads.numel() - start)));
+  }
+  return out;
+}
+
 int64_t FlatParams::numel() const {
   int64_t n = 0;
   for (const auto& g : groups_) n += g->params.numel();

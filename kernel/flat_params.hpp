@@ -33,6 +33,11 @@ class FlatParams {
   // The ABI view handed to the optimizer; valid as long as this object.
   const loom_param_groups& abi() const { return abi_groups_; }
   int64_t numel() const;
+  // The flat parameter buffers (one per dtype and device), e.g. to broadcast them.
+  std::vector<at::Tensor> param_buffers() const;
+  // Contiguous slices of the gradient buffers of at most max_bytes each, in buffer order (the
+  // reverse of registration: the gradients backward produces first come first).
+  std::vector<at::Tensor> grad_buckets(int64_t max_bytes) const;
 
  private:
   struct Segment {

@@ -1,6 +1,7 @@
 #include "log.hpp"
 
 #include <spdlog/sinks/base_sink.h>
+#include <spdlog/sinks/basic_file_sink.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,14 +29,24 @@ class StderrSink final : public spdlog::sinks::base_sink<std::mutex> {
   bool tty_;
 };
 
+std::string pattern(int rank, int world_size) {
+  return (world_size > 1 ? "[rank " + std::to_string(rank) + "] " : std::string()) + "%l: %v";
+}
+
 }  // namespace
 
 void log_setup(int rank, int world_size, bool verbose) {
   auto logger = std::make_shared<spdlog::logger>("loom", std::make_shared<StderrSink>());
-  const std::string prefix = world_size > 1 ? "[rank " + std::to_string(rank) + "] " : "";
-  logger->set_pattern(prefix + "%l: %v");
+  logger->set_pattern(pattern(rank, world_size));
   logger->set_level(verbose ? spdlog::level::debug : spdlog::level::info);
   spdlog::set_default_logger(logger);
+}
+
+void log_join_run(int rank, int world_size, const std::string& file) {
+  auto logger = spdlog::default_logger();
+  logger->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file));
+  logger->set_pattern(pattern(rank, world_size));
+  logger->flush_on(spdlog::level::info);  // a rank that dies still leaves its last lines
 }
 
 }  // namespace loom

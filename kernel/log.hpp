@@ -4,9 +4,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <string>
+
 namespace loom {
 
-// Installs the host logger; rank_prefix is printed before each line when world size > 1.
+// Installs the host logger; "[rank N] " goes before each line when world size > 1.
 void log_setup(int rank, int world_size, bool verbose);
+
+// For a rank of a multi-process run: the rank prefix, and a copy of every line in `file`.
+void log_join_run(int rank, int world_size, const std::string& file);
 
 }  // namespace loom

@@ -24,6 +24,8 @@ commands:
   validate MANIFEST [--set KEY=VALUE]...  check a manifest and print it resolved
   plugins [--json]                        list plugins, their components and load errors
   describe NAME                           show a component's options ("run" for [run])
+  launch --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] -- run MANIFEST ...
+                                          start N ranks of a data-parallel run on this node
   checkpoint inspect DIR [--json]         list a checkpoint's tensors, step and validity
   checkpoint export DIR --format hf-safetensors [--out FILE]
                                           write the model weights alone (default model.safetensors)
@@ -48,10 +50,14 @@ int dispatch(int argc, char** argv) {
   std::vector<std::string> overrides;
   std::vector<std::string> positional;
   std::string format = "hf-safetensors", out = "model.safetensors";
+  loom::LaunchOptions launch;
   options.add_options()("help,h", "")("version", "")("verbose,v", "")("json", "")(
       "set", po::value<std::vector<std::string>>(&overrides)->composing(), "")(
       "args", po::value<std::vector<std::string>>(&positional), "")(
-      "format", po::value<std::string>(&format), "")("out,o", po::value<std::string>(&out), "");
+      "format", po::value<std::string>(&format), "")("out,o", po::value<std::string>(&out), "")(
+      "nproc-per-node", po::value<int>(&launch.nproc_per_node), "")("nnodes", po::value<int>(&launch.nnodes), "")(
+      "node-rank", po::value<int>(&launch.node_rank), "")("master-addr", po::value<std::string>(&launch.master_addr), "")(
+      "master-port", po::value<int>(&launch.master_port), "");
   po::positional_options_description slots;
   slots.add("args", -1);
   po::variables_map vm;
@@ -75,6 +81,7 @@ int dispatch(int argc, char** argv) {
   const auto expect_args = [&](size_t n, const char* form) {
     if (positional.size() != n + 1) throw loom::usage_failure(std::string("usage: host ") + form);
   };
+  if (command == "launch") return loom::command_launch(launch, {positional.begin() + 1, positional.end()});
   if ((command != "run" && command != "validate") && !overrides.empty())
     throw loom::usage_failure("--set only applies to run and validate");
   if (command == "run") {
@@ -105,7 +112,7 @@ int dispatch(int argc, char** argv) {
     throw loom::usage_failure("usage: host checkpoint inspect DIR [--json] | host checkpoint export DIR --format "
                               "hf-safetensors [--out FILE]");
   throw loom::usage_failure("unknown command \"" + command +
-                            "\"; commands: run, validate, plugins, describe, checkpoint");
+                            "\"; commands: run, validate, plugins, describe, checkpoint, launch");
 }
 
 }  // namespace

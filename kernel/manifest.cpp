@@ -13,17 +13,11 @@ namespace loom {
 const std::vector<std::string>& manifest_tables() {
   static const std::vector<std::string> tables = {"extends", "run",      "plugins",  "model",
                                                   "data",    "optimizer", "schedule", "trackers",
-                                                  "hooks",   "checkpoint", "eval_data"};
+                                                  "hooks",   "checkpoint", "eval_data", "distributed"};
   return tables;
 }
 
 namespace {
-
-// Tables DESIGN.md plans but this version does not run yet; named so the error is honest.
-const std::vector<std::string>& planned_tables() {
-  static const std::vector<std::string> tables = {"distributed"};
-  return tables;
-}
 
 toml::table parse_file(const fs::path& path) {
   if (!fs::exists(path)) throw usage_failure(path.string() + ": manifest not found; check the path");
@@ -125,10 +119,6 @@ Manifest load_manifest(const fs::path& path, const std::vector<std::string>& ove
   for (const auto& [key, node] : manifest.root) {
     const std::string name(key.str());
     if (std::find(known.begin(), known.end(), name) != known.end()) continue;
-    const auto& planned = planned_tables();
-    if (std::find(planned.begin(), planned.end(), name) != planned.end())
-      throw usage_failure(source_position(key.source()) + ": [" + name +
-                          "] is not supported by this version of Loom yet; remove the table");
     throw usage_failure(source_position(key.source()) + ": unknown table [" + name + "]" + did_you_mean(name, known) +
                         " (README \"Manifest reference\" lists the tables)");
   }

@@ -59,6 +59,17 @@ const std::vector<OptionSpec>& eval_data_options() {
   return specs;
 }
 
+const std::vector<OptionSpec>& distributed_options() {
+  static const std::vector<OptionSpec> specs = {
+      {"backend", LOOM_OPTION_TYPE_STRING, "auto", false,
+       "\"gloo\" (CPU tensors), \"nccl\" (CUDA tensors) or \"auto\" (by run.device)."},
+      {"bucket_mb", LOOM_OPTION_TYPE_FLOAT, "25.0", false, "Gradient all-reduce bucket size in MB."},
+      {"timeout_s", LOOM_OPTION_TYPE_FLOAT, "300.0", false,
+       "Seconds to wait for the other ranks (meeting, every collective) before failing the run."},
+  };
+  return specs;
+}
+
 namespace {
 
 struct SlotDef {
@@ -254,6 +265,22 @@ PipelineConfig resolve_pipeline(const Manifest& manifest, const Registry& regist
       resolved_list.push_back(resolved);
     }
     out.resolved.insert_or_assign(def.key, resolved_list);
+  }
+  if (const toml::node* node = manifest.root.get("distributed")) {
+    const toml::table* table = node->as_table();
+    if (!table) throw usage_failure(source_position(*node) + ": distributed must be a table");
+    auto values = resolve_options(*table, distributed_options(), "[distributed]",
+                                  "README \"Manifest reference\" lists [distributed] options", {});
+    out.distributed.backend = std::get<std::string>(values.at("backend"));
+    out.distributed.bucket_mb = std::get<double>(values.at("bucket_mb"));
+    out.distributed.timeout_s = std::get<double>(values.at("timeout_s"));
+    if (out.distributed.backend != "auto" && out.distributed.backend != "gloo" && out.distributed.backend != "nccl")
+      throw usage_failure(source_position(*table) + ": [distributed] backend must be \"auto\", \"gloo\" or \"nccl\"");
+    if (out.distributed.bucket_mb <= 0 || out.distributed.timeout_s <= 0)
+      throw usage_failure(source_position(*table) + ": [distributed] bucket_mb and timeout_s must be > 0");
+    toml::table resolved;
+    for (const auto& [key, value] : values) std::visit([&](const auto& v) { resolved.insert_or_assign(key, v); }, value);
+    out.resolved.insert_or_assign("distributed", resolved);
   }
   if (const toml::node* node = manifest.root.get("eval_data")) {
     const toml::table* table = node->as_table();

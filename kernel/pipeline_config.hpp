@@ -40,8 +40,16 @@ struct CheckpointSettings {
   std::string dir = "checkpoints";   // relative to the run directory
 };
 
+// [distributed]: how ranks talk (the ranks themselves come from the launcher's variables).
+struct DistributedSettings {
+  std::string backend = "auto";  // "auto", "gloo" or "nccl"
+  double bucket_mb = 25;         // gradient all-reduce bucket size
+  double timeout_s = 300;        // a rank that does not answer within this fails the run
+};
+
 struct PipelineConfig {
   RunSettings run;
+  DistributedSettings distributed;
   CheckpointSettings checkpoint;
   SlotConfig model, data, optimizer, schedule, checkpoint_backend;
   std::optional<SlotConfig> eval_data;  // [eval_data], read when a hook requests evaluation
@@ -59,6 +67,7 @@ const std::vector<OptionSpec>& checkpoint_options();
 // Host-side options of every [[trackers]] entry and of [eval_data].
 const std::vector<OptionSpec>& tracker_options();
 const std::vector<OptionSpec>& eval_data_options();
+const std::vector<OptionSpec>& distributed_options();
 
 // [plugins] paths, made absolute relative to the manifest's folder.
 std::vector<PluginDir> manifest_plugin_dirs(const Manifest& manifest);

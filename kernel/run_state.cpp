@@ -58,7 +58,7 @@ std::string state_name(const Instance& instance) {
 
 }  // namespace
 
-Snapshot capture_snapshot(Pipeline& p, const RunCounters& counters, const std::string& data_state,
+Snapshot capture_snapshot(Pipeline& p, const RunCounters& counters, const std::vector<std::string>& data_states,
                           const std::string& resolved_manifest) {
   Snapshot s;
   s.step = counters.step;
@@ -69,7 +69,8 @@ Snapshot capture_snapshot(Pipeline& p, const RunCounters& counters, const std::s
     std::lock_guard<std::mutex> lock(gen.mutex());
     s.tensors.emplace_back("rng/cpu", cpu_copy(at::Tensor(gen.get_state())));
   }
-  s.tensors.emplace_back("data/rank0", bytes_tensor(data_state));
+  for (size_t r = 0; r < data_states.size(); ++r)
+    s.tensors.emplace_back("data/rank" + std::to_string(r), bytes_tensor(data_states[r]));
   for (size_t i = 0; i < p.hooks.size(); ++i)
     if (p.hooks[i].has_state()) s.tensors.emplace_back(state_name(p.hooks[i]), bytes_tensor(p.hooks[i].save_state()));
   for (size_t i = 0; i < p.trackers.size(); ++i)
@@ -80,7 +81,7 @@ Snapshot capture_snapshot(Pipeline& p, const RunCounters& counters, const std::s
                                    {"step", counters.step},
                                    {"tokens", counters.tokens},
                                    {"elapsed_s", counters.elapsed_s},
-                                   {"world_size", 1},
+                                   {"world_size", data_states.size()},
                                    {"manifest", resolved_manifest}};
   s.metadata_json = metadata.dump();
   return s;
@@ -96,11 +97,13 @@ RestoredRun read_restored_run(const LoadedCheckpoint& loaded, const std::string&
     out.counters.step = m.at("step").get<int64_t>();
     out.counters.tokens = m.at("tokens").get<int64_t>();
     out.counters.elapsed_s = m.at("elapsed_s").get<double>();
+    out.world_size = m.at("world_size").get<int>();
     out.resolved_manifest = m.at("manifest").get<std::string>();
   } catch (const std::exception& e) {
     throw runtime_failure(origin + ": unreadable checkpoint metadata: " + e.what());
   }
-  out.data_state = tensor_bytes(require(loaded, "data/rank0", origin));
+  for (int r = 0; r < out.world_size; ++r)
+    out.data_states.push_back(tensor_bytes(require(loaded, "data/rank" + std::to_string(r), origin)));
   return out;
 }
 

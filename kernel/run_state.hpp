@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "checkpoint_backend.hpp"
 #include "pipeline.hpp"
@@ -26,12 +27,14 @@ struct Snapshot {
 
 // Copies the pipeline's state at a step boundary. data_state: the dataset position after the
 // last batch consumed (not produced: the prefetcher runs ahead).
-Snapshot capture_snapshot(Pipeline& p, const RunCounters& counters, const std::string& data_state,
+// data_states: every rank's position, in rank order.
+Snapshot capture_snapshot(Pipeline& p, const RunCounters& counters, const std::vector<std::string>& data_states,
                           const std::string& resolved_manifest);
 
 struct RestoredRun {
   RunCounters counters;
-  std::string data_state;         // load into the dataset before prefetching starts
+  int world_size = 1;                    // of the run that wrote the checkpoint
+  std::vector<std::string> data_states;  // per rank; load before prefetching starts
   std::string resolved_manifest;  // of the run that wrote the checkpoint
 };
 

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "checkpoint_manager.hpp"
+#include "communicator.hpp"
 #include "evaluator.hpp"
 #include "events.hpp"
 #include "failure.hpp"
@@ -68,7 +69,7 @@ struct LogWindow {
 // The loop of DESIGN.md "One training step", one method per phase.
 class Trainer {
  public:
-  Trainer(const PipelineConfig& config, const std::string& run_dir)
+  Trainer(const PipelineConfig& config, const std::string& run_dir, const DistEnv& env)
       : config_(config),
         settings_(config.run),
         device_(resolve_device(settings_.device)),
@@ -76,10 +77,24 @@ class Trainer {
         manifest_text_(to_toml_text(config.resolved)) {
     if (settings_.threads > 0) at::set_num_threads(static_cast<int>(settings_.threads));
     at::manual_seed(settings_.seed);  // dropout and anything else drawing from the default generator
-    const RunContext run{run_dir, device_.str(), settings_.seed, 0, 1, settings_.steps};
+    if (env.world_size > 1) {
+      if (config.distributed.backend == "nccl" || (config.distributed.backend == "auto" && device_.is_cuda()))
+        throw usage_failure("[distributed] backend nccl: this host's LibTorch has no NCCL process group; use "
+                            "backend = \"gloo\" with run.device = \"cpu\"");
+      const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(1e3 * config.distributed.timeout_s));
+      comm_ = std::make_unique<Communicator>(env, timeout);
+      spdlog::info("rank {} of {} joined through {}:{} ({}, gloo)", env.rank, env.world_size, env.master_addr,
+                   env.master_port, env.launcher);
+    }
+    const RunContext run{run_dir, device_.str(), settings_.seed, env.rank, env.world_size, settings_.steps};
     p_ = std::make_unique<Pipeline>(config, run);
+    if (comm_) {  // every rank starts from rank 0's weights, whatever its own init drew
+      for (at::Tensor buffer : p_->flat.param_buffers()) comm_->broadcast(buffer, 0);
+      buckets_ = p_->flat.grad_buckets(static_cast<int64_t>(config.distributed.bucket_mb * 1024 * 1024));
+    }
     events_ = std::make_unique<EventBus>(p_->hooks);
-    if (p_->eval_data) evaluator_ = std::make_unique<Evaluator>(*p_->eval_data, config.eval_max_batches, device_);
+    if (p_->eval_data)
+      evaluator_ = std::make_unique<Evaluator>(*p_->eval_data, config.eval_max_batches, device_, comm_.get());
     if (p_->checkpoint)
       checkpoints_ = std::make_unique<CheckpointManager>(config.checkpoint, *p_->checkpoint, *config.registry, run_dir);
     spdlog::info("model {}: {} parameters; data {}; optimizer {}; schedule {}", p_->model.component().name,
@@ -92,8 +107,8 @@ class Trainer {
       spdlog::info("MFU is reported against the fp32 GEMM peak measured now: {:.1f} GFLOP/s", peak_flops_ / 1e9);
     }
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    state_ = {sizeof(loom_state_view), 0, settings_.steps, 0, nan, nan, 0.0, 0, nullptr, run_dir_.c_str(), 0, 1,
-              nullptr};
+    state_ = {sizeof(loom_state_view), 0, settings_.steps, 0, nan, nan, 0.0, 0, nullptr, run_dir_.c_str(),
+              env.rank, env.world_size, nullptr};
   }
 
   TrainSummary run() {
@@ -111,9 +126,10 @@ class Trainer {
       bool stop = events_->fire(LOOM_EVENT_TRAIN_BEGIN, state_).request_stop != 0;
       const double elapsed_before = counters_.elapsed_s;
       for (int64_t step = counters_.step + 1; step <= settings_.steps && !stop; ++step) {
-        const loom_control control = train_step(step, prefetch);
+        loom_control control = train_step(step, prefetch);
         counters_.elapsed_s = elapsed_before + seconds_since(started);
-        const bool signalled = SignalWatch::requested() != 0;
+        bool signalled = SignalWatch::requested() != 0;
+        if (comm_) agree(control, signalled);  // every rank takes the same branch below
         stop = control.request_stop || signalled;
         if (control.request_eval) stop |= evaluate(step);
         if (step % settings_.log_every == 0 || step == settings_.steps || stop) stop |= log(step);
@@ -122,7 +138,7 @@ class Trainer {
         if (checkpoints_ && (checkpoints_->due(step) || control.request_save || signalled)) save();
         if (signalled) spdlog::info("stopping after step {} on signal {}", step, SignalWatch::requested());
       }
-      if (checkpoints_ && config_.checkpoint.at_end && checkpoints_->last_saved_step() != counters_.step) save();
+      if (checkpoints_ && config_.checkpoint.at_end && last_saved_step_ != counters_.step) save();
       if (checkpoints_) checkpoints_->wait();
       events_->fire(LOOM_EVENT_TRAIN_END, state_);
     } catch (const Failure& f) {
@@ -146,13 +162,17 @@ class Trainer {
     const RestoredRun restored = read_restored_run(loaded, path->string());
     for (const auto& change : check_resume_manifest(restored.resolved_manifest, manifest_text_, path->string()))
       spdlog::info("resume: manifest changed: {}", change);
+    if (restored.world_size != world_size())
+      throw usage_failure(path->string() + ": written by a run of world size " + std::to_string(restored.world_size) +
+                          ", but this run has " + std::to_string(world_size()) +
+                          "; resume with the same number of ranks, or start a new run");
     restore_tensors(*p_, loaded, path->string());
-    if (p_->data.has_state()) p_->data.load_state(restored.data_state);
+    if (p_->data.has_state()) p_->data.load_state(restored.data_states.at(static_cast<size_t>(rank())));
     else spdlog::warn("dataset {} keeps no position: resumed batches differ from an uninterrupted run",
                       p_->data.component().name);
     counters_ = restored.counters;
     for (auto& tracker : p_->trackers) tracker.resume(counters_.step);  // drop what the lost run logged later
-    data_state_ = restored.data_state;
+    data_state_ = restored.data_states.at(static_cast<size_t>(rank()));
     state_.step = counters_.step;
     state_.tokens = counters_.tokens;
     const std::string note = "resumed from " + path->string() + " at step " + std::to_string(counters_.step);
@@ -176,6 +196,11 @@ class Trainer {
     }
     window_.data_seconds += seconds_since(data_started);
     data_state_ = batches.back().data_state;
+    if (comm_) {  // the global count, so every token weighs the same on every rank
+      at::Tensor global = at::full({1}, tokens, at::kLong);
+      comm_->allreduce_sum(global);
+      tokens = global.item<int64_t>();
+    }
 
     // 2. Forward and backward; every token weighs the same across micro-batches.
     p_->flat.zero_grad();
@@ -187,7 +212,11 @@ class Trainer {
       loss_total += loss.detach();
     }
 
-    // 3. One host sync per step: mean loss and global grad norm together.
+    // 3. Sum gradients and losses across ranks; then one host sync: mean loss and grad norm.
+    if (comm_) {
+      comm_->allreduce_sum_slices(buckets_);
+      comm_->allreduce_sum(loss_total);
+    }
     const at::Tensor norm = p_->flat.grad_norm();
     const at::Tensor stats = at::stack({loss_total * scale, norm.to(loss_total.dtype())}).to(at::kCPU, at::kDouble);
     state_.loss = stats[0].item<double>();
@@ -254,21 +283,43 @@ class Trainer {
     return stop;
   }
 
+  // Every rank takes part (their data positions are gathered); rank 0 writes.
   void save() {
-    checkpoints_->save(capture_snapshot(*p_, counters_, data_state_, manifest_text_));
+    const std::vector<std::string> data_states = comm_ ? comm_->allgather_bytes(data_state_)
+                                                       : std::vector<std::string>{data_state_};
+    if (rank() == 0) checkpoints_->save(capture_snapshot(*p_, counters_, data_states, manifest_text_));
+    last_saved_step_ = counters_.step;
     events_->fire(LOOM_EVENT_SAVE, state_);
   }
+
+  // Ranks act on the union of their requests and signals, so none is left waiting alone.
+  void agree(loom_control& control, bool& signalled) {
+    at::Tensor flags = at::tensor({control.request_stop, control.request_save, control.request_eval,
+                                   static_cast<int32_t>(signalled)},
+                                  at::kInt);
+    comm_->allreduce_max(flags);
+    control.request_stop = flags[0].item<int32_t>();
+    control.request_save = flags[1].item<int32_t>();
+    control.request_eval = flags[2].item<int32_t>();
+    signalled = flags[3].item<int32_t>() != 0;
+  }
+
+  int rank() const { return comm_ ? comm_->rank() : 0; }
+  int world_size() const { return comm_ ? comm_->world_size() : 1; }
 
   const PipelineConfig& config_;
   const RunSettings& settings_;
   const at::Device device_;
   const std::string run_dir_;
   const std::string manifest_text_;
+  std::unique_ptr<Communicator> comm_;  // null in a single-process run
+  std::vector<at::Tensor> buckets_;     // slices of the flat gradients, all-reduced each step
   std::unique_ptr<Pipeline> p_;
   std::unique_ptr<EventBus> events_;
   std::unique_ptr<Evaluator> evaluator_;            // null without [eval_data]
   bool warned_no_eval_data_ = false;
   MetricList eval_metrics_;  // this step's evaluation, until the step's tracker record
+  int64_t last_saved_step_ = -1;
   std::unique_ptr<CheckpointManager> checkpoints_;  // after p_: joins its writer before the backend dies
   double flops_per_token_ = 0, peak_flops_ = 0;
   loom_state_view state_{};
@@ -281,6 +332,8 @@ class Trainer {
 
 }  // namespace
 
-TrainSummary train(const PipelineConfig& config, const std::string& run_dir) { return Trainer(config, run_dir).run(); }
+TrainSummary train(const PipelineConfig& config, const std::string& run_dir, const DistEnv& env) {
+  return Trainer(config, run_dir, env).run();
+}
 
 }  // namespace loom

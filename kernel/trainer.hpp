@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "dist_env.hpp"
 #include "pipeline_config.hpp"
 
 namespace loom {
@@ -15,7 +16,8 @@ struct TrainSummary {
   double seconds = 0;
 };
 
-// Runs the whole training; run_dir exists already. Throws Failure.
-TrainSummary train(const PipelineConfig& config, const std::string& run_dir);
+// Runs the whole training; run_dir exists already. env: this process's place among the ranks.
+// Throws Failure.
+TrainSummary train(const PipelineConfig& config, const std::string& run_dir, const DistEnv& env);
 
 }  // namespace loom

@@ -1,0 +1,101 @@
+#include "communicator.hpp"
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstring>
+
+#include "failure.hpp"
+
+namespace loom {
+
+Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout) : env_(env) {
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(env.master_port);
+    options.isServer = env.rank == 0;
+    options.numWorkers = static_cast<size_t>(env.world_size);
+    options.waitWorkers = true;
+    options.timeout = timeout;
+    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr == "localhost"
+                                                                                ? std::string("127.0.0.1")
+                                                                                : env.master_addr));
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env.rank, env.world_size, gloo);
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    throw runtime_failure("distributed: rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
+                          " could not meet the others at " + where + " within " +
+                          std::to_string(timeout.count() / 1000) + " s (" + message.substr(0, message.find('\n')) +
+                          "); check that every rank started, MASTER_ADDR/MASTER_PORT, and [distributed] timeout_s");
+  }
+}
+
+Communicator::~Communicator() = default;
+
+template <class Call>
+void Communicator::guarded(const char* what, Call&& call) {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    throw runtime_failure(std::string("distributed: ") + what + " failed on rank " + std::to_string(env_.rank) +
+                          ": " + message.substr(0, message.find('\n')) +
+                          "; another rank exited or stopped responding (see its log)");
+  }
+}
+
+void Communicator::allreduce_sum(at::Tensor& t) {
+  guarded("all-reduce", [&] {
+    std::vector<at::Tensor> one{t};
+    group_->allreduce(one)->wait();
+  });
+}
+
+void Communicator::allreduce_max(at::Tensor& t) {
+  guarded("all-reduce", [&] {
+    std::vector<at::Tensor> one{t};
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::MAX;
+    group_->allreduce(one, options)->wait();
+  });
+}
+
+void Communicator::allreduce_sum_slices(std::vector<at::Tensor>& slices) {
+  guarded("gradient all-reduce", [&] {
+    std::vector<c10::intrusive_ptr<c10d::Work>> pending;
+    for (auto& slice : slices) {
+      std::vector<at::Tensor> one{slice};
+      pending.push_back(group_->allreduce(one));  // all buckets in flight at once
+    }
+    for (auto& work : pending) work->wait();
+  });
+}
+
+void Communicator::broadcast(at::Tensor& t, int root) {
+  guarded("broadcast", [&] {
+    std::vector<at::Tensor> one{t};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    group_->broadcast(one, options)->wait();
+  });
+}
+
+std::vector<std::string> Communicator::allgather_bytes(const std::string& mine) {
+  // Sizes first, then every rank's bytes padded to the largest.
+  at::Tensor sizes = at::zeros({env_.world_size}, at::kLong);
+  sizes[env_.rank] = static_cast<int64_t>(mine.size());
+  allreduce_sum(sizes);
+  const int64_t longest = sizes.max().item<int64_t>();
+  at::Tensor all = at::zeros({env_.world_size, std::max<int64_t>(longest, 1)}, at::kByte);
+  if (!mine.empty()) std::memcpy(all[env_.rank].data_ptr(), mine.data(), mine.size());
+  allreduce_sum(all);  // each row is zero except on its owner: the sum is a gather
+  std::vector<std::string> out;
+  for (int r = 0; r < env_.world_size; ++r)
+    out.emplace_back(static_cast<const char*>(all[r].data_ptr()), static_cast<size_t>(sizes[r].item<int64_t>()));
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,48 @@
+// communicator.hpp: collectives between the ranks of a data-parallel run, on LibTorch's own
+// engines: ranks meet at a c10d TCPStore, and ProcessGroupGloo moves CPU tensors. Every
+// failure (a rank that died, a timeout) becomes one runtime Failure that says what happened.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist_env.hpp"
+
+namespace c10d {
+class ProcessGroup;
+class Store;
+}  // namespace c10d
+
+namespace loom {
+
+class Communicator {
+ public:
+  // Blocks until all world_size ranks have met, or throws after `timeout`.
+  Communicator(const DistEnv& env, std::chrono::milliseconds timeout);
+  ~Communicator();
+
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world_size; }
+
+  void allreduce_sum(at::Tensor& t);
+  void allreduce_max(at::Tensor& t);
+  // Sums every slice in place; slices are views of one buffer, launched together.
+  void allreduce_sum_slices(std::vector<at::Tensor>& slices);
+  void broadcast(at::Tensor& t, int root);
+  // Every rank's bytes, in rank order.
+  std::vector<std::string> allgather_bytes(const std::string& mine);
+
+ private:
+  template <class Call>
+  void guarded(const char* what, Call&& call);
+
+  DistEnv env_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+};
+
+}  // namespace loom
