@@ -63,15 +63,18 @@ void Communicator::allreduce_max(at::Tensor& t) {
   });
 }
 
-void Communicator::allreduce_sum_slices(std::vector<at::Tensor>& slices) {
+void Communicator::start_allreduce(at::Tensor& t) {
   guarded("gradient all-reduce", [&] {
-    std::vector<c10::intrusive_ptr<c10d::Work>> pending;
-    for (auto& slice : slices) {
-      std::vector<at::Tensor> one{slice};
-      pending.push_back(group_->allreduce(one));  // all buckets in flight at once
-    }
-    for (auto& work : pending) work->wait();
+    std::vector<at::Tensor> one{t};
+    pending_.push_back(group_->allreduce(one));
   });
+}
+
+void Communicator::wait_all() {
+  guarded("gradient all-reduce", [&] {
+    for (auto& work : pending_) work->wait();
+  });
+  pending_.clear();
 }
 
 void Communicator::broadcast(at::Tensor& t, int root) {

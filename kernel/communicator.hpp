@@ -15,6 +15,7 @@
 namespace c10d {
 class ProcessGroup;
 class Store;
+class Work;
 }  // namespace c10d
 
 namespace loom {
@@ -30,8 +31,9 @@ class Communicator {
 
   void allreduce_sum(at::Tensor& t);
   void allreduce_max(at::Tensor& t);
-  // Sums every slice in place; slices are views of one buffer, launched together.
-  void allreduce_sum_slices(std::vector<at::Tensor>& slices);
+  // Starts summing t in place without waiting; wait_all() waits for every one started.
+  void start_allreduce(at::Tensor& t);
+  void wait_all();
   void broadcast(at::Tensor& t, int root);
   // Every rank's bytes, in rank order.
   std::vector<std::string> allgather_bytes(const std::string& mine);
@@ -43,6 +45,7 @@ class Communicator {
   DistEnv env_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> pending_;
 };
 
 }  // namespace loom

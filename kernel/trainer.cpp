@@ -11,6 +11,7 @@
 
 #include "checkpoint_manager.hpp"
 #include "communicator.hpp"
+#include "grad_sync.hpp"
 #include "evaluator.hpp"
 #include "events.hpp"
 #include "failure.hpp"
@@ -90,7 +91,8 @@ class Trainer {
     p_ = std::make_unique<Pipeline>(config, run);
     if (comm_) {  // every rank starts from rank 0's weights, whatever its own init drew
       for (at::Tensor buffer : p_->flat.param_buffers()) comm_->broadcast(buffer, 0);
-      buckets_ = p_->flat.grad_buckets(static_cast<int64_t>(config.distributed.bucket_mb * 1024 * 1024));
+      grad_sync_ = std::make_unique<GradientSync>(p_->model.params(), p_->flat, *comm_,
+                                                  static_cast<int64_t>(config.distributed.bucket_mb * 1024 * 1024));
     }
     events_ = std::make_unique<EventBus>(p_->hooks);
     if (p_->eval_data)
@@ -206,15 +208,17 @@ class Trainer {
     p_->flat.zero_grad();
     at::Tensor loss_total = at::zeros({}, at::TensorOptions().device(device_));
     const double scale = 1.0 / static_cast<double>(std::max<int64_t>(tokens, 1));
-    for (const Batch& b : batches) {
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const Batch& b = batches[i];
       at::Tensor loss = p_->model.loss_sum(b.inputs.to(device_), b.targets.to(device_));  // no-op once there
+      if (grad_sync_ && i + 1 == batches.size()) grad_sync_->arm();  // communicate on the last only
       (loss * scale).backward();
       loss_total += loss.detach();
     }
 
     // 3. Sum gradients and losses across ranks; then one host sync: mean loss and grad norm.
     if (comm_) {
-      comm_->allreduce_sum_slices(buckets_);
+      overlap_sum_ += grad_sync_->finish();
       comm_->allreduce_sum(loss_total);
     }
     const at::Tensor norm = p_->flat.grad_norm();
@@ -254,7 +258,10 @@ class Trainer {
   // Hands the window's metrics (and this step's evaluation) to trackers, then hooks; returns
   // whether a hook asked to stop. One record per step: trackers never see a step twice.
   bool log(int64_t step) {
+    const int64_t window_steps = window_.steps;
     MetricList metrics = window_.finish(settings_, step, state_, step_seconds_ema_, flops_per_token_, peak_flops_);
+    if (comm_) metrics.emplace_back("buckets_started_in_backward", overlap_sum_ / static_cast<double>(window_steps));
+    overlap_sum_ = 0;
     if (summary_.skipped_steps > 0) metrics.emplace_back("skipped_steps", static_cast<double>(summary_.skipped_steps));
     metrics.insert(metrics.end(), eval_metrics_.begin(), eval_metrics_.end());
     const MetricsView view(step, metrics);
@@ -313,8 +320,9 @@ class Trainer {
   const std::string run_dir_;
   const std::string manifest_text_;
   std::unique_ptr<Communicator> comm_;  // null in a single-process run
-  std::vector<at::Tensor> buckets_;     // slices of the flat gradients, all-reduced each step
   std::unique_ptr<Pipeline> p_;
+  std::unique_ptr<GradientSync> grad_sync_;  // gradient all-reduce overlapping backward
+  double overlap_sum_ = 0;                  // fraction of buckets started during backward, summed
   std::unique_ptr<EventBus> events_;
   std::unique_ptr<Evaluator> evaluator_;            // null without [eval_data]
   bool warned_no_eval_data_ = false;
