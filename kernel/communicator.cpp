@@ -6,10 +6,22 @@
 #include <cstring>
 
 #include "failure.hpp"
+#ifdef LOOM_WITH_NCCL
+#include "nccl_comm.hpp"
+#endif
 
 namespace loom {
 
-Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout) : env_(env) {
+bool Communicator::nccl_available() {
+#ifdef LOOM_WITH_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout, bool nccl, int cuda_device)
+    : env_(env) {
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   try {
     c10d::TCPStoreOptions options;
@@ -24,6 +36,12 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
                                                                                 ? std::string("127.0.0.1")
                                                                                 : env.master_addr));
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env.rank, env.world_size, gloo);
+#ifdef LOOM_WITH_NCCL
+    if (nccl) nccl_ = std::make_unique<NcclComm>(*store_, env.rank, env.world_size, cuda_device);
+#else
+    if (nccl) throw runtime_failure("this host was built without NCCL");
+    (void)cuda_device;
+#endif
   } catch (const std::exception& e) {
     const std::string message = e.what();
     throw runtime_failure("distributed: rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
@@ -34,6 +52,16 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
 }
 
 Communicator::~Communicator() = default;
+
+#ifdef LOOM_WITH_NCCL
+#define LOOM_NCCL_OR(t, nccl_call)      \
+  if (nccl_ && (t).is_cuda()) {       \
+    guarded("nccl", [&] { nccl_call; }); \
+    return;                            \
+  }
+#else
+#define LOOM_NCCL_OR(t, nccl_call)
+#endif
 
 template <class Call>
 void Communicator::guarded(const char* what, Call&& call) {
@@ -48,6 +76,7 @@ void Communicator::guarded(const char* what, Call&& call) {
 }
 
 void Communicator::allreduce_sum(at::Tensor& t) {
+  LOOM_NCCL_OR(t, nccl_->allreduce(t, false));
   guarded("all-reduce", [&] {
     std::vector<at::Tensor> one{t};
     group_->allreduce(one)->wait();
@@ -55,6 +84,7 @@ void Communicator::allreduce_sum(at::Tensor& t) {
 }
 
 void Communicator::allreduce_max(at::Tensor& t) {
+  LOOM_NCCL_OR(t, nccl_->allreduce(t, true));
   guarded("all-reduce", [&] {
     std::vector<at::Tensor> one{t};
     c10d::AllreduceOptions options;
@@ -64,6 +94,7 @@ void Communicator::allreduce_max(at::Tensor& t) {
 }
 
 void Communicator::start_allreduce(at::Tensor& t) {
+  LOOM_NCCL_OR(t, nccl_->allreduce(t, false));  // stream-ordered: nothing to wait for
   guarded("gradient all-reduce", [&] {
     std::vector<at::Tensor> one{t};
     pending_.push_back(group_->allreduce(one));
@@ -78,6 +109,7 @@ void Communicator::wait_all() {
 }
 
 void Communicator::broadcast(at::Tensor& t, int root) {
+  LOOM_NCCL_OR(t, nccl_->broadcast(t, root));
   guarded("broadcast", [&] {
     std::vector<at::Tensor> one{t};
     c10d::BroadcastOptions options;

@@ -20,10 +20,15 @@ class Work;
 
 namespace loom {
 
+class NcclComm;
+
 class Communicator {
  public:
-  // Blocks until all world_size ranks have met, or throws after `timeout`.
-  Communicator(const DistEnv& env, std::chrono::milliseconds timeout);
+  // Blocks until all world_size ranks have met, or throws after `timeout`. With nccl, CUDA
+  // tensors go through NCCL on `cuda_device`; CPU tensors always go through Gloo.
+  Communicator(const DistEnv& env, std::chrono::milliseconds timeout, bool nccl = false, int cuda_device = 0);
+  // Whether this host was built with the NCCL path (LOOM_WITH_NCCL).
+  static bool nccl_available();
   ~Communicator();
 
   int rank() const { return env_.rank; }
@@ -46,6 +51,7 @@ class Communicator {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   std::vector<c10::intrusive_ptr<c10d::Work>> pending_;
+  std::unique_ptr<NcclComm> nccl_;  // null unless the run uses NCCL
 };
 
 }  // namespace loom

@@ -28,10 +28,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-at::Device resolve_device(const std::string& name) {
+// "cuda" means this rank's GPU: cuda:LOCAL_RANK.
+at::Device resolve_device(const std::string& name, int local_rank) {
   at::Device device(at::kCPU);
   try {
-    device = at::Device(name == "cuda" ? std::string("cuda:0") : name);
+    device = at::Device(name == "cuda" ? "cuda:" + std::to_string(local_rank) : name);
   } catch (const std::exception&) {
     throw usage_failure("[run] device = \"" + name + "\" is not a device; use \"cpu\", \"cuda\" or \"cuda:N\"");
   }
@@ -73,19 +74,23 @@ class Trainer {
   Trainer(const PipelineConfig& config, const std::string& run_dir, const DistEnv& env)
       : config_(config),
         settings_(config.run),
-        device_(resolve_device(settings_.device)),
+        device_(resolve_device(settings_.device, env.local_rank)),
         run_dir_(run_dir),
         manifest_text_(to_toml_text(config.resolved)) {
     if (settings_.threads > 0) at::set_num_threads(static_cast<int>(settings_.threads));
     at::manual_seed(settings_.seed);  // dropout and anything else drawing from the default generator
     if (env.world_size > 1) {
-      if (config.distributed.backend == "nccl" || (config.distributed.backend == "auto" && device_.is_cuda()))
-        throw usage_failure("[distributed] backend nccl: this host's LibTorch has no NCCL process group; use "
-                            "backend = \"gloo\" with run.device = \"cpu\"");
+      const bool nccl =
+          config.distributed.backend == "nccl" || (config.distributed.backend == "auto" && device_.is_cuda());
+      if (nccl && !Communicator::nccl_available())
+        throw usage_failure("[distributed] backend nccl: this host was built without NCCL (no CUDA toolkit with NCCL "
+                            "at build time); use backend = \"gloo\" with run.device = \"cpu\"");
+      if (nccl && !device_.is_cuda())
+        throw usage_failure("[distributed] backend nccl moves CUDA tensors; set run.device = \"cuda\" or use gloo");
       const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(1e3 * config.distributed.timeout_s));
-      comm_ = std::make_unique<Communicator>(env, timeout);
-      spdlog::info("rank {} of {} joined through {}:{} ({}, gloo)", env.rank, env.world_size, env.master_addr,
-                   env.master_port, env.launcher);
+      comm_ = std::make_unique<Communicator>(env, timeout, nccl, device_.has_index() ? device_.index() : 0);
+      spdlog::info("rank {} of {} joined through {}:{} ({}, {})", env.rank, env.world_size, env.master_addr,
+                   env.master_port, env.launcher, nccl ? "nccl" : "gloo");
     }
     const RunContext run{run_dir, device_.str(), settings_.seed, env.rank, env.world_size, settings_.steps};
     p_ = std::make_unique<Pipeline>(config, run);

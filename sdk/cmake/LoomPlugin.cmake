@@ -4,15 +4,52 @@
 #  - hidden visibility and a version script, so loom_plugin_init is the only exported symbol;
 #  - --no-undefined, so a missing symbol fails the build, not the run;
 #  - --as-needed, so torch-free plugins never link LibTorch;
-#  - TORCH: link LibTorch and record its CUDA version for the build fingerprint.
+#  - TORCH: link LibTorch (find_package(Torch) if no `torch` target exists yet) and record its
+#    CUDA version for the build fingerprint.
+#
+# The same file serves the source tree (included by the top-level CMakeLists.txt) and the
+# installed SDK (included by LoomConfig.cmake, next to plugin.map). When LOOM_INSTALL_PLUGINS
+# is true where loom_add_plugin is called, `cmake --install` puts the plugin into
+# <prefix>/lib/loom/plugins, the folder an installed host searches by default.
 include_guard(GLOBAL)
 
 set(LOOM_PLUGIN_VERSION_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/plugin.map" CACHE INTERNAL "")
 
 # Records LibTorch's CUDA version ("none" on CPU builds) for the fingerprint in loom/torch.hpp.
+# find_package(Torch) may have run inside another function (loom_add_plugin), whose variables
+# are gone by now, so the answer is kept in a global property.
 function(loom_torch_fingerprint_definitions target)
+  if(DEFINED CAFFE2_USE_CUDA)
+    set(cuda none)
+    if(CAFFE2_USE_CUDA AND CUDA_VERSION)
+      set(cuda "${CUDA_VERSION}")
+    endif()
+    set_property(GLOBAL PROPERTY LOOM_TORCH_CUDA "${cuda}")
+  else()
+    get_property(cuda GLOBAL PROPERTY LOOM_TORCH_CUDA)
+  endif()
+  if(cuda AND NOT cuda STREQUAL "none")
+    target_compile_definitions(${target} PRIVATE LOOM_TORCH_CUDA="${cuda}")
+  endif()
+endfunction()
+
+# Installed SDK only: LoomConfig.cmake sets LOOM_HOST_TORCH_VERSION / LOOM_HOST_TORCH_CUDA to
+# what the installed host was built with. A torch-linked plugin built against another LibTorch
+# would be refused at load time, so say so now.
+function(_loom_check_host_torch)
+  if(NOT DEFINED LOOM_HOST_TORCH_VERSION OR NOT DEFINED Torch_VERSION)
+    return()
+  endif()
+  set(cuda none)
   if(CAFFE2_USE_CUDA AND CUDA_VERSION)
-    target_compile_definitions(${target} PRIVATE LOOM_TORCH_CUDA="${CUDA_VERSION}")
+    set(cuda "${CUDA_VERSION}")
+  endif()
+  if(NOT Torch_VERSION VERSION_EQUAL LOOM_HOST_TORCH_VERSION OR NOT cuda STREQUAL LOOM_HOST_TORCH_CUDA)
+    message(FATAL_ERROR
+      "loom_add_plugin: found LibTorch ${Torch_VERSION} (cuda ${cuda}) at ${Torch_DIR}, but the "
+      "installed Loom host was built with LibTorch ${LOOM_HOST_TORCH_VERSION} (cuda "
+      "${LOOM_HOST_TORCH_CUDA}) and refuses torch-linked plugins built against another one; "
+      "point Torch_DIR or CMAKE_PREFIX_PATH at the host's LibTorch")
   endif()
 endfunction()
 
@@ -28,7 +65,11 @@ function(loom_add_plugin name)
     C_VISIBILITY_PRESET hidden
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
+    INSTALL_RPATH_USE_LINK_PATH ON
     LINK_DEPENDS "${LOOM_PLUGIN_VERSION_SCRIPT}")
+  if(NOT CMAKE_CXX_STANDARD)
+    set_target_properties(${name} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)  # the C++ helpers need 17
+  endif()
   target_link_libraries(${name} PRIVATE Loom::sdk)
   target_link_options(${name} PRIVATE
     "LINKER:--version-script=${LOOM_PLUGIN_VERSION_SCRIPT}"
@@ -38,10 +79,14 @@ function(loom_add_plugin name)
     if(NOT TARGET torch)
       find_package(Torch REQUIRED)
     endif()
+    _loom_check_host_torch()
     target_link_libraries(${name} PRIVATE torch)
     loom_torch_fingerprint_definitions(${name})
-    if(TARGET loom_torch_pch)
+    if(TARGET loom_torch_pch)  # source tree only: one precompiled <ATen/ATen.h> for all
       target_precompile_headers(${name} REUSE_FROM loom_torch_pch)
     endif()
+  endif()
+  if(LOOM_INSTALL_PLUGINS)
+    install(TARGETS ${name} LIBRARY DESTINATION lib/loom/plugins)
   endif()
 endfunction()

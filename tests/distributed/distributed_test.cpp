@@ -150,3 +150,11 @@ TEST_CASE("a distributed checkpoint resumes to the uninterrupted run's weights; 
   CHECK(other.code == 2);
   CHECK(other.err.find("world size 2, but this run has 1") != std::string::npos);
 }
+
+TEST_CASE("backend nccl on CPU tensors is refused before any rank trains") {
+  const fs::path dir = loom_test::tmp_dir("dist-nccl-cpu");
+  const auto r = run_host("launch --nproc-per-node 2 -- run " + manifest(dir, 5) + " --set distributed.backend=nccl");
+  CHECK(r.code == 2);
+  CHECK((r.err.find("backend nccl moves CUDA tensors") != std::string::npos ||
+         r.err.find("built without NCCL") != std::string::npos));
+}

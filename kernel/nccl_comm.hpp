@@ -1,0 +1,33 @@
+// nccl_comm.hpp: collectives on CUDA tensors through NCCL's own API, for LibTorch builds that
+// lack c10d's NCCL process group. Rank 0 makes the NCCL unique id and shares it through the
+// run's c10d store. Built only with LOOM_WITH_NCCL (the CUDA toolkit with NCCL was found).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+
+namespace c10d {
+class Store;
+}
+
+namespace loom {
+
+class NcclComm {
+ public:
+  NcclComm(c10d::Store& store, int rank, int world_size, int device);
+  ~NcclComm();
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+
+  // Enqueued on the device's default stream, where LibTorch runs its kernels too, so later
+  // work sees the result without a host wait.
+  void allreduce(at::Tensor& t, bool max);
+  void broadcast(at::Tensor& t, int root);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom
