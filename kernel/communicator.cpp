@@ -26,7 +26,7 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(env.master_port);
-    options.isServer = env.rank == 0;
+    options.isServer = env.rank == 0 && !env.agent_store;  // under torchrun every rank is a client
     options.numWorkers = static_cast<size_t>(env.world_size);
     options.waitWorkers = true;
     options.timeout = timeout;

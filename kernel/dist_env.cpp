@@ -52,6 +52,8 @@ DistEnv read_dist_env() {
     e.world_size = env_int("WORLD_SIZE", 1);
     e.local_rank = env_int("LOCAL_RANK", e.rank);
     e.local_world_size = env_int("LOCAL_WORLD_SIZE", e.world_size);
+    const char* agent = env("TORCHELASTIC_USE_AGENT_STORE");
+    e.agent_store = agent && std::string(agent) == "True";
   } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
     e.launcher = "slurm";
     e.rank = env_int("SLURM_PROCID", 0);

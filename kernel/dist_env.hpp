@@ -14,6 +14,7 @@ struct DistEnv {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string launcher = "none";  // "torchrun", "slurm", "mpi" or "none"
+  bool agent_store = false;       // torchrun's agent already serves the store at MASTER_PORT
 };
 
 // Throws a usage Failure when the variables contradict each other (rank >= world size ...).

@@ -6,6 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <fstream>
 #include <regex>
@@ -49,6 +54,19 @@ std::map<std::string, at::Tensor> weights(const fs::path& checkpoint) {
   for (auto& [name, t] : backend.load(checkpoint.string()).tensors)
     if (name.rfind("model/", 0) == 0) out[name] = t;
   return out;
+}
+
+// A TCP port nobody listens on right now.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
 }
 
 void check_close(const std::vector<double>& a, const std::vector<double>& b) {
@@ -102,7 +120,10 @@ TEST_CASE("torchrun --no_python launches the host and matches the single process
   REQUIRE(run_host("run " + m + " --set run.name=w1 --set data.batch_size=8").code == 0);
   // --redirects/--tee/--log_dir: Debian's torchrun 1.13 under Python 3.11 fails on its default
   // redirect value (an enum change in 3.11), so set one explicitly.
-  const auto r = run_shell("torchrun --standalone --nproc_per_node 2 --redirects 1 --tee 1 --log_dir " +
+  // A static rendezvous on 127.0.0.1 and a free port: --standalone would use "localhost", which
+  // a bare container may not resolve, and a fixed port that parallel tests would share.
+  const auto r = run_shell("torchrun --nnodes 1 --nproc_per_node 2 --master_addr 127.0.0.1 --master_port " +
+                           std::to_string(free_port()) + " --redirects 1 --tee 1 --log_dir " +
                            (dir / "torchrun-logs").string() + " --no_python " + std::string(LOOM_HOST_BIN) +
                            " run " + m + " --set run.name=tr --set data.batch_size=4");
   REQUIRE_MESSAGE(r.code == 0, r.err);
