@@ -105,3 +105,20 @@ TEST_CASE("validate, describe, plugins, --help and --version help the user") {
   CHECK(h.out.find("exit codes") != std::string::npos);
   CHECK(run_host("--version").out.find("plugin ABI 1") != std::string::npos);
 }
+
+TEST_CASE("configs/gpt-bytes.toml: a GPT's loss falls well below a uniform byte guess on real text") {
+  const fs::path dir = loom_test::tmp_dir("e2e-gpt-bytes");
+  // A smaller GPT and fewer steps than the example, on the same corpus: this repository.
+  const auto r = loom_test::run_shell(std::string("cd ") + LOOM_SOURCE_DIR + " && " + LOOM_HOST_BIN +
+                                      " run configs/gpt-bytes.toml --set run.dir=\"" + dir.string() +
+                                      "\" --set run.steps=60 --set run.log_every=10 --set model.n_layer=2"
+                                      " --set model.n_embd=64 --set checkpoint.every=0");
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  std::vector<double> losses;
+  std::istringstream lines(loom_test::read_file(dir / "gpt-bytes" / "metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) losses.push_back(nlohmann::json::parse(line).at("loss"));
+  REQUIRE(losses.size() == 6);
+  CHECK(losses.front() > 4.0);      // near ln(256) = 5.55 at the start
+  CHECK(losses.back() < 3.6);       // bytes of code and prose are far from uniform
+  CHECK(r.err.find("mfu") != std::string::npos);
+}
