@@ -77,6 +77,10 @@ std::optional<fs::path> CheckpointManager::find_resume() {
       throw usage_failure(explicit_path.string() + ": [checkpoint] resume names an invalid checkpoint: " + why);
     return explicit_path;
   }
+  return find_latest();
+}
+
+std::optional<fs::path> CheckpointManager::find_latest() {
   for (const auto& [step, path] : step_dirs(dir_)) {
     std::string why;
     if (verify_checkpoint(path, &why)) return path;

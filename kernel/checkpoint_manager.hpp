@@ -31,6 +31,8 @@ class CheckpointManager {
 
   // The checkpoint to resume as settings.resume says, warning about each invalid one skipped.
   std::optional<std::filesystem::path> find_resume();
+  // The newest valid checkpoint in the directory, whatever settings.resume says.
+  std::optional<std::filesystem::path> find_latest();
   LoadedCheckpoint load(const std::filesystem::path& checkpoint);
 
   // Whether the interval asks for a save after this step.

@@ -8,6 +8,10 @@
 #include "failure.hpp"
 #ifdef LOOM_WITH_NCCL
 #include "nccl_comm.hpp"
+#else
+namespace loom {
+class NcclComm {};  // never created without NCCL; complete so the owning pointer can be destroyed
+}  // namespace loom
 #endif
 
 namespace loom {

@@ -9,12 +9,13 @@ void merge_control(loom_control& into, const loom_control& from) {
   into.request_save |= from.request_save;
   into.skip_step |= from.skip_step;
   into.request_eval |= from.request_eval;
+  into.request_rollback |= from.request_rollback;
 }
 
 loom_control EventBus::fire(loom_event event, const loom_state_view& state) {
-  loom_control merged{sizeof(loom_control), 0, 0, 0, 0};
+  loom_control merged{sizeof(loom_control), 0, 0, 0, 0, 0};
   for (auto& hook : hooks_) {
-    loom_control control{sizeof(loom_control), 0, 0, 0, 0};
+    loom_control control{sizeof(loom_control), 0, 0, 0, 0, 0};
     hook.on_event(event, state, control);
     merge_control(merged, control);
   }
@@ -25,7 +26,7 @@ void EventBus::fire_exception(loom_state_view state, const char* message) noexce
   state.message = message;
   for (auto& hook : hooks_) {
     try {
-      loom_control ignored{sizeof(loom_control), 0, 0, 0, 0};
+      loom_control ignored{sizeof(loom_control), 0, 0, 0, 0, 0};
       hook.on_event(LOOM_EVENT_EXCEPTION, state, ignored);
     } catch (const std::exception& e) {
       spdlog::warn("{} failed while handling the error: {}", hook.slot(), e.what());

@@ -137,6 +137,11 @@ class Trainer {
         counters_.elapsed_s = elapsed_before + seconds_since(started);
         bool signalled = SignalWatch::requested() != 0;
         if (comm_) agree(control, signalled);  // every rank takes the same branch below
+        if (control.request_rollback) {
+          roll_back();
+          step = counters_.step;  // the loop goes on from the checkpoint's next step
+          continue;
+        }
         stop = control.request_stop || signalled;
         if (control.request_eval) stop |= evaluate(step);
         if (step % settings_.log_every == 0 || step == settings_.steps || stop) stop |= log(step);
@@ -277,6 +282,27 @@ class Trainer {
     return stop;
   }
 
+  // A hook asked to undo a bad stretch (nan_guard action = "rollback"): back to the newest
+  // checkpoint's weights, optimizer and RNG state, but the data goes on from where it is now,
+  // so the batches that caused the trouble are not replayed.
+  void roll_back() {
+    if (!checkpoints_) throw runtime_failure("a hook requested a rollback, but the manifest has no [checkpoint]");
+    checkpoints_->wait();
+    const auto path = checkpoints_->find_latest();
+    if (!path) throw runtime_failure("a hook requested a rollback at step " + std::to_string(counters_.step) +
+                                     ", but there is no valid checkpoint yet; save earlier ([checkpoint] every)");
+    const LoadedCheckpoint loaded = checkpoints_->load(*path);
+    const RestoredRun restored = read_restored_run(loaded, path->string());
+    restore_tensors(*p_, loaded, path->string());
+    spdlog::warn("rolled back from step {} to {}; the data goes on with new batches", counters_.step,
+                 restored.counters.step);
+    counters_.step = state_.step = restored.counters.step;
+    counters_.tokens = state_.tokens = restored.counters.tokens;
+    last_saved_step_ = counters_.step;
+    for (auto& tracker : p_->trackers) tracker.resume(counters_.step);
+    events_->fire(LOOM_EVENT_LOAD, state_);
+  }
+
   // Evaluates on [eval_data], hands the metrics to trackers and fires eval_end; returns whether
   // a hook asked to stop (early stopping).
   bool evaluate(int64_t step) {
@@ -307,13 +333,14 @@ class Trainer {
   // Ranks act on the union of their requests and signals, so none is left waiting alone.
   void agree(loom_control& control, bool& signalled) {
     at::Tensor flags = at::tensor({control.request_stop, control.request_save, control.request_eval,
-                                   static_cast<int32_t>(signalled)},
+                                   control.request_rollback, static_cast<int32_t>(signalled)},
                                   at::kInt);
     comm_->allreduce_max(flags);
     control.request_stop = flags[0].item<int32_t>();
     control.request_save = flags[1].item<int32_t>();
     control.request_eval = flags[2].item<int32_t>();
-    signalled = flags[3].item<int32_t>() != 0;
+    control.request_rollback = flags[3].item<int32_t>();
+    signalled = flags[4].item<int32_t>() != 0;
   }
 
   int rank() const { return comm_ ? comm_->rank() : 0; }

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -102,4 +103,22 @@ TEST_CASE("evaluation runs the same batches each time and reports eval_loss to t
   // With lr = 0 the model does not change, so the same batches give the same loss.
   CHECK(eval_losses[0] == eval_losses[1]);
   CHECK(eval_losses[0] > 4.0);  // an untrained byte model: about ln(256)
+}
+
+TEST_CASE("rollback: back to the newest checkpoint, trackers drop the undone steps, the run completes") {
+  const fs::path dir = loom_test::tmp_dir("events-rollback");
+  const auto r = run_host("run " + manifest(dir, 10, "rollback_at = 7", "[checkpoint]\nevery = 5\nasync = false\n") +
+                          " --set run.log_every=1");
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.err.find("rolled back from step 7 to 5") != std::string::npos);
+  const auto lines = recorded(dir);
+  const auto load = std::find(lines.begin(), lines.end(), "load 5");
+  REQUIRE(load != lines.end());
+  CHECK(*(load - 1) == "step_end 7");      // the rollback follows the step that asked for it
+  CHECK(*(load + 1) == "step_begin 5");    // and training goes on from the checkpoint
+  CHECK(lines.back() == "train_end 10");
+  std::vector<int64_t> steps;
+  std::istringstream metrics(loom_test::read_file(dir / "r" / "metrics.jsonl"));
+  for (std::string line; std::getline(metrics, line);) steps.push_back(nlohmann::json::parse(line).at("step"));
+  CHECK(steps == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});  // 6 and 7 logged once, after the rollback
 }

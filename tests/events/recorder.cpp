@@ -24,11 +24,12 @@ class Recorder final : public loom::Hook {
       loom::option("save_at", LOOM_OPTION_TYPE_INT, "0", "Request a checkpoint after this step."),
       loom::option("skip_at", LOOM_OPTION_TYPE_INT, "0", "Skip the optimizer update of this step."),
       loom::option("stop_at", LOOM_OPTION_TYPE_INT, "0", "Request a stop after this step."),
+      loom::option("rollback_at", LOOM_OPTION_TYPE_INT, "0", "Request a rollback after this step (once)."),
   };
 
   Recorder(const loom::Config& c, const loom::Context& ctx)
       : eval_every_(c.i64("eval_every")), save_at_(c.i64("save_at")), skip_at_(c.i64("skip_at")),
-        stop_at_(c.i64("stop_at")) {
+        stop_at_(c.i64("stop_at")), rollback_at_(c.i64("rollback_at")) {
     file_ = std::fopen((ctx.run_dir + "/" + c.str("path")).c_str(), "a");
     if (!file_) throw loom::Error("recorder: cannot open " + c.str("path"));
   }
@@ -43,11 +44,13 @@ class Recorder final : public loom::Hook {
       if (eval_every_ > 0 && s.step % eval_every_ == 0) control.request_eval = 1;
       if (s.step == save_at_) control.request_save = 1;
       if (s.step == stop_at_) control.request_stop = 1;
+      if (s.step == rollback_at_ && !rolled_back_) control.request_rollback = rolled_back_ = 1;
     }
   }
 
  private:
-  int64_t eval_every_, save_at_, skip_at_, stop_at_;
+  int64_t eval_every_, save_at_, skip_at_, stop_at_, rollback_at_;
+  int32_t rolled_back_ = 0;
   std::FILE* file_;
 };
 

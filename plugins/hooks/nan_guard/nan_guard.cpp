@@ -13,10 +13,12 @@ namespace {
 class NanGuard final : public loom::Hook {
  public:
   static constexpr const char* name = "nan_guard";
-  static constexpr const char* summary = "Skips or aborts optimizer steps whose loss or grad norm is NaN/Inf.";
+  static constexpr const char* summary =
+      "Skips, rolls back or aborts optimizer steps whose loss or grad norm is NaN/Inf.";
   static constexpr loom_option_spec options[] = {
       loom::option("action", LOOM_OPTION_TYPE_STRING, "skip",
-                   "\"skip\" drops the bad step's update; \"abort\" ends the run with an error."),
+                   "\"skip\" drops the bad step's update; \"rollback\" also restores the newest checkpoint "
+                   "and goes on with new data; \"abort\" ends the run with an error."),
       loom::option("max_consecutive_skips", LOOM_OPTION_TYPE_INT, "20",
                    "Abort once this many steps in a row were skipped; 0 = never abort."),
   };
@@ -24,9 +26,10 @@ class NanGuard final : public loom::Hook {
   NanGuard(const loom::Config& c, const loom::Context& ctx)
       : max_skips_(c.i64("max_consecutive_skips")), rank_(ctx.rank) {
     const std::string action = c.str("action");
-    if (action != "skip" && action != "abort")
-      throw loom::Error("nan_guard: action must be \"skip\" or \"abort\", got \"" + action + "\"");
+    if (action != "skip" && action != "rollback" && action != "abort")
+      throw loom::Error("nan_guard: action must be \"skip\", \"rollback\" or \"abort\", got \"" + action + "\"");
     abort_ = action == "abort";
+    rollback_ = action == "rollback";
     if (max_skips_ < 0)
       throw loom::Error("nan_guard: max_consecutive_skips must be >= 0 (0 = never abort), got " +
                         std::to_string(max_skips_));
@@ -49,9 +52,11 @@ class NanGuard final : public loom::Hook {
                         what + "; training has diverged: lower the learning rate or set " +
                         "run.clip_grad_norm, or raise max_consecutive_skips (0 = never abort)");
     control.skip_step = 1;
+    if (rollback_ && LOOM_STRUCT_HAS(&control, loom_control, request_rollback)) control.request_rollback = 1;
     if (rank_ == 0)
       loom::log(LOOM_LOG_LEVEL_WARN, name,
-                "skipping the update: " + what + " (" + std::to_string(consecutive_) + " in a row)");
+                std::string(rollback_ ? "rolling back: " : "skipping the update: ") + what + " (" +
+                    std::to_string(consecutive_) + " in a row)");
   }
 
  private:
@@ -65,6 +70,7 @@ class NanGuard final : public loom::Hook {
   int64_t max_skips_;
   int32_t rank_;
   bool abort_ = false;
+  bool rollback_ = false;
   int64_t consecutive_ = 0;
 };
 

@@ -15,7 +15,7 @@
  *   }
  *
  * History: 1.0 first release. 1.1 appended tracker resume/state, hook state and
- * loom_control.request_eval.
+ * loom_control.request_eval and request_rollback.
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.

@@ -58,6 +58,8 @@ typedef struct loom_control {
   int32_t request_save;  /* save a checkpoint at the next step boundary */
   int32_t skip_step;     /* BEFORE_OPTIMIZER_STEP: drop this step's update */
   int32_t request_eval;  /* (ABI 1.1) evaluate on [eval_data] after this step; EVAL_END follows */
+  int32_t request_rollback; /* (ABI 1.1) restore the newest checkpoint's weights and optimizer
+                               state after this step and go on with fresh data (LOAD follows) */
 } loom_control;
 
 typedef struct loom_hook_vtable {
@@ -76,6 +78,7 @@ typedef struct loom_hook_vtable {
 LOOM_ABI_OFFSET(loom_state_view, metrics, 8);
 LOOM_ABI_OFFSET(loom_control, skip_step, 2);
 typedef char loom_abi_offset_loom_control_request_eval[offsetof(loom_control, request_eval) == 20 ? 1 : -1];
+typedef char loom_abi_offset_loom_control_request_rollback[offsetof(loom_control, request_rollback) == 24 ? 1 : -1];
 LOOM_ABI_OFFSET(loom_hook_vtable, on_event, 3);
 LOOM_ABI_OFFSET(loom_hook_vtable, state_load, 5);
 
