@@ -32,9 +32,10 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
     options.port = static_cast<uint16_t>(env.master_port);
     options.isServer = env.rank == 0 && !env.agent_store;  // under torchrun every rank is a client
     options.numWorkers = static_cast<size_t>(env.world_size);
-    options.waitWorkers = true;
+    options.waitWorkers = false;  // ranks check in below, so a timeout can say who is missing
     options.timeout = timeout;
     store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    check_in(timeout);
     auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr == "localhost"
                                                                                 ? std::string("127.0.0.1")
@@ -46,6 +47,8 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
     if (nccl) throw runtime_failure("this host was built without NCCL");
     (void)cuda_device;
 #endif
+  } catch (const Failure&) {
+    throw;
   } catch (const std::exception& e) {
     const std::string message = e.what();
     throw runtime_failure("distributed: rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
@@ -56,6 +59,22 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
 }
 
 Communicator::~Communicator() = default;
+
+void Communicator::check_in(std::chrono::milliseconds timeout) {
+  store_->set("loom/joined/" + std::to_string(env_.rank), std::vector<uint8_t>{1});
+  std::vector<std::string> keys;
+  for (int r = 0; r < env_.world_size; ++r) keys.push_back("loom/joined/" + std::to_string(r));
+  try {
+    store_->wait(keys, timeout);
+  } catch (const std::exception&) {
+    std::string missing;
+    for (int r = 0; r < env_.world_size; ++r)
+      if (!store_->check({keys[static_cast<size_t>(r)]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    throw runtime_failure("distributed: rank(s) " + missing + " of " + std::to_string(env_.world_size) +
+                          " did not join within " + std::to_string(timeout.count() / 1000) +
+                          " s; start every rank (or raise [distributed] timeout_s)");
+  }
+}
 
 #ifdef LOOM_WITH_NCCL
 #define LOOM_NCCL_OR(t, nccl_call)      \

@@ -46,6 +46,8 @@ class Communicator {
  private:
   template <class Call>
   void guarded(const char* what, Call&& call);
+  // Every rank registers in the store; throws naming the ranks that never did.
+  void check_in(std::chrono::milliseconds timeout);
 
   DistEnv env_;
   c10::intrusive_ptr<c10d::Store> store_;

@@ -179,3 +179,11 @@ TEST_CASE("backend nccl on CPU tensors is refused before any rank trains") {
   CHECK((r.err.find("backend nccl moves CUDA tensors") != std::string::npos ||
          r.err.find("built without NCCL") != std::string::npos));
 }
+
+TEST_CASE("a rank that never starts: the others fail after timeout_s, naming it") {
+  const fs::path dir = loom_test::tmp_dir("dist-missing");
+  const auto r = run_host("run " + manifest(dir, 5) + " --set distributed.timeout_s=3",
+                          "WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()));
+  CHECK(r.code == 1);
+  CHECK(r.err.find("rank(s) 1 of 2 did not join within 3 s") != std::string::npos);
+}
