@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 #include <vector>
 
+#include "plugin_state.hpp"
 #include "host_api.hpp"
 #include "plugin_slots.hpp"
 #include "registry.hpp"
@@ -56,21 +57,9 @@ class PluginHook {
     return fire(LOOM_EVENT_EVAL_END, step, {{"eval_loss", eval_loss}, {"eval_ppl", std::exp(eval_loss)}}).request_stop;
   }
 
-  std::string save() {
-    std::string out;
-    const loom_byte_writer writer = {sizeof(loom_byte_writer), &out, [](void* user, const void* data, size_t size) {
-                                       static_cast<std::string*>(user)->append(static_cast<const char*>(data), size);
-                                       return static_cast<loom_status*>(nullptr);
-                                     }};
-    REQUIRE_MESSAGE(bool(vt_.state_save), "no state_save");
-    if (loom_status* s = vt_.state_save(handle_, &writer)) FAIL("state_save failed: " << loom::take_status_message(s));
-    return out;
-  }
+  std::string save() { return loom_test::save_plugin_state(vt_.state_save, handle_); }
   // "" on success, else the error message.
-  std::string load(const std::string& state) {
-    REQUIRE_MESSAGE(bool(vt_.state_load), "no state_load");
-    return loom::take_status_message(vt_.state_load(handle_, state.data(), state.size()));
-  }
+  std::string load(const std::string& state) { return loom_test::load_plugin_state(vt_.state_load, handle_, state); }
 
  private:
   loom_hook_vtable vt_{};
