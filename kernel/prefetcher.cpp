@@ -39,12 +39,15 @@ void Prefetcher::produce() {
 }
 
 Batch Prefetcher::pop() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return !queue_.empty() || failure_ != nullptr; });
-  if (queue_.empty()) std::rethrow_exception(failure_);
-  Batch batch = std::move(queue_.front());
-  queue_.pop_front();
-  changed_.notify_all();
+  Batch batch;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return !queue_.empty() || failure_ != nullptr; });
+    if (queue_.empty()) std::rethrow_exception(failure_);
+    batch = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  changed_.notify_all();  // after unlocking: the producer wakes to a free mutex
   return batch;
 }
 
