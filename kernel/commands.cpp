@@ -37,26 +37,6 @@ std::unique_ptr<Loaded> load_everything(const std::string& path, const std::vect
   return out;
 }
 
-void print_options(const std::vector<OptionSpec>& options) {
-  if (options.empty()) {
-    std::cout << "  (no options)\n";
-    return;
-  }
-  const auto default_of = [](const OptionSpec& o) {
-    return o.required ? std::string("(required)") : o.default_text ? *o.default_text : std::string("(unset)");
-  };
-  size_t name_width = 8, default_width = 9;  // columns as wide as their longest entry
-  for (const auto& o : options) {
-    name_width = std::max(name_width, o.name.size() + 2);
-    default_width = std::max(default_width, default_of(o).size() + 2);
-  }
-  std::cout << "  " << std::left << std::setw(int(name_width)) << "option" << std::setw(8) << "type"
-            << std::setw(int(default_width)) << "default" << "doc\n";
-  for (const auto& o : options)
-    std::cout << "  " << std::setw(int(name_width)) << o.name << std::setw(8) << option_type_name(o.type)
-              << std::setw(int(default_width)) << default_of(o) << o.doc << "\n";
-}
-
 }  // namespace
 
 int command_run(const std::string& manifest, const std::vector<std::string>& overrides) {
@@ -126,29 +106,6 @@ int command_plugins(bool json) {
     for (const Component* c : p.components)
       std::cout << "  " << std::left << std::setw(11) << kind_name(c->kind) << std::setw(16) << c->name << c->summary
                 << "\n";
-  }
-  return 0;
-}
-
-int command_describe(const std::string& name) {
-  if (name == "run") {
-    std::cout << "[run] (host): settings of the training run itself\n";
-    print_options(run_options());
-    return 0;
-  }
-  Registry registry;
-  load_plugins(registry, plugin_search_path({}), /*keep_going=*/true);
-  const auto matches = registry.named(name);
-  if (matches.empty()) {
-    std::vector<std::string> all = {"run"};
-    for (int k = 0; k < LOOM_KIND_COUNT_; ++k)
-      for (const auto& n : registry.names(static_cast<loom_kind>(k))) all.push_back(n);
-    throw usage_failure("describe: no component named \"" + name + "\"" + did_you_mean(name, all) +
-                        " (`host plugins` lists every component)");
-  }
-  for (const Component* c : matches) {
-    std::cout << c->name << " (" << kind_name(c->kind) << ") from " << c->plugin->path << "\n  " << c->summary << "\n";
-    print_options(c->options);
   }
   return 0;
 }

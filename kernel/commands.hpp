@@ -9,7 +9,9 @@ namespace loom {
 int command_run(const std::string& manifest, const std::vector<std::string>& overrides);
 int command_validate(const std::string& manifest, const std::vector<std::string>& overrides);
 int command_plugins(bool json);
-int command_describe(const std::string& name);
+// NAME is a component or a host table (run, checkpoint, trackers, eval_data, distributed);
+// `all` describes every one of them, as Markdown with `markdown`.
+int command_describe(const std::string& name, bool all, bool markdown);
 struct LaunchOptions {
   int nproc_per_node = 1, nnodes = 1, node_rank = 0;
   std::string master_addr = "127.0.0.1";

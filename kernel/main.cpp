@@ -23,7 +23,9 @@ commands:
   run MANIFEST [--set KEY=VALUE]...       train as the manifest says
   validate MANIFEST [--set KEY=VALUE]...  check a manifest and print it resolved
   plugins [--json]                        list plugins, their components and load errors
-  describe NAME                           show a component's options ("run" for [run])
+  describe NAME                           show a component's options, or a host table's:
+                                          run, checkpoint, trackers, eval_data, distributed
+  describe --all [--markdown]             every host table and component (README's reference)
   launch --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] -- run MANIFEST ...
                                           start N ranks of a data-parallel run on this node
   checkpoint inspect DIR [--json]         list a checkpoint's tensors, step and validity
@@ -51,7 +53,7 @@ int dispatch(int argc, char** argv) {
   std::vector<std::string> positional;
   std::string format = "hf-safetensors", out = "model.safetensors";
   loom::LaunchOptions launch;
-  options.add_options()("help,h", "")("version", "")("verbose,v", "")("json", "")(
+  options.add_options()("help,h", "")("version", "")("verbose,v", "")("json", "")("all", "")("markdown", "")(
       "set", po::value<std::vector<std::string>>(&overrides)->composing(), "")(
       "args", po::value<std::vector<std::string>>(&positional), "")(
       "format", po::value<std::string>(&format), "")("out,o", po::value<std::string>(&out), "")(
@@ -97,8 +99,9 @@ int dispatch(int argc, char** argv) {
     return loom::command_plugins(vm.count("json") > 0);
   }
   if (command == "describe") {
-    expect_args(1, "describe NAME");
-    return loom::command_describe(positional[1]);
+    const bool all = vm.count("all") > 0;
+    expect_args(all ? 0 : 1, "describe NAME | describe --all [--markdown]");
+    return loom::command_describe(all ? "" : positional[1], all, vm.count("markdown") > 0);
   }
   if (command == "checkpoint" && positional.size() >= 2 && positional[1] == "inspect") {
     expect_args(2, "checkpoint inspect DIR [--json]");

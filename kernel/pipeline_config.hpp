@@ -17,6 +17,7 @@ struct RunSettings {
   std::string name, dir, device;
   uint64_t seed = 0;
   int64_t steps = 0, grad_accum = 1, log_every = 10, threads = 0;
+  bool cpu_memory_cache = true;
   double clip_grad_norm = 0.0;  // 0: no clipping
   double peak_flops = 0.0;      // 0: measure
 };

@@ -11,6 +11,7 @@
 
 #include "checkpoint_manager.hpp"
 #include "communicator.hpp"
+#include "cpu_memory.hpp"
 #include "grad_sync.hpp"
 #include "evaluator.hpp"
 #include "events.hpp"
@@ -78,6 +79,7 @@ class Trainer {
         run_dir_(run_dir),
         manifest_text_(to_toml_text(config.resolved)) {
     if (settings_.threads > 0) at::set_num_threads(static_cast<int>(settings_.threads));
+    if (settings_.cpu_memory_cache) keep_freed_cpu_memory();
     at::manual_seed(settings_.seed);  // dropout and anything else drawing from the default generator
     if (env.world_size > 1) {
       const bool nccl =

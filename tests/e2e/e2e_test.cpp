@@ -94,6 +94,16 @@ TEST_CASE("validate, describe, plugins, --help and --version help the user") {
   CHECK(d.out.find("0.001") != std::string::npos);
   const auto run = run_host("describe run");
   CHECK(run.out.find("grad_accum") != std::string::npos);
+  const auto checkpoint = run_host("describe checkpoint");  // a host table, not a component
+  CHECK(checkpoint.code == 0);
+  CHECK(checkpoint.out.find("keep_every") != std::string::npos);
+  const auto all = run_host("describe --all");
+  CHECK(all.code == 0);
+  for (const char* entry : {"[distributed]", "timeout_s", "warmup_cosine", "nan_guard", "tensorboard"})
+    CHECK_MESSAGE(all.out.find(entry) != std::string::npos, entry);
+  const auto typo = run_host("describe adamv");
+  CHECK(typo.code == 2);
+  CHECK(typo.err.find("did you mean \"adamw\"") != std::string::npos);
   const auto p = run_host("plugins");
   CHECK(p.code == 0);
   for (const char* name : {"mlp_lm", "synthetic", "sgd", "adamw", "constant", "warmup_cosine", "console", "jsonl",

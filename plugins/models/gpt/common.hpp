@@ -15,8 +15,25 @@ inline void require(bool ok, const std::string& message) {
   if (!ok) throw loom::Error(message);
 }
 
+// True when both are contiguous int64 CPU tensors whose ids all lie in [0, vocab) (targets may
+// be LOOM_IGNORE_INDEX): one pass over the memory, no tensor ops, so the common case costs
+// nothing next to the step. False means "not known": check_batch then looks closer.
+inline bool ids_in_range_on_cpu(const at::Tensor& inputs, const at::Tensor& targets, int64_t vocab) {
+  const auto plain = [](const at::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == at::kLong && t.is_contiguous();
+  };
+  if (!plain(inputs) || !plain(targets)) return false;
+  const int64_t* in = inputs.data_ptr<int64_t>();
+  const int64_t* tg = targets.data_ptr<int64_t>();
+  bool ok = true;
+  for (int64_t i = 0, n = inputs.numel(); i < n; ++i) ok &= in[i] >= 0 && in[i] < vocab;
+  for (int64_t i = 0, n = targets.numel(); i < n; ++i) ok &= (tg[i] >= 0 && tg[i] < vocab) || tg[i] == LOOM_IGNORE_INDEX;
+  return ok;
+}
+
 // Throws a loom::Error unless inputs fit the model: at most seq_len positions and every token
-// id in [0, V). Targets may also be LOOM_IGNORE_INDEX. One small reduction and one host sync.
+// id in [0, V). Targets may also be LOOM_IGNORE_INDEX. CPU batches are scanned in place; others
+// take one small reduction and one host sync.
 inline void check_batch(const char* component, const at::Tensor& inputs, const at::Tensor& targets, int64_t seq_len,
                         int64_t vocab) {
   if (inputs.dim() != 2)
@@ -28,6 +45,7 @@ inline void check_batch(const char* component, const at::Tensor& inputs, const a
                       " exceeds the model's seq_len " + std::to_string(seq_len) +
                       "; raise model.seq_len to at least " + std::to_string(T) + " or shorten the data's seq_len");
   if (inputs.numel() == 0) return;
+  if (ids_in_range_on_cpu(inputs, targets, vocab)) return;
   const at::Tensor valid_targets = targets.masked_fill(targets.eq(LOOM_IGNORE_INDEX), 0);
   const at::Tensor range = at::stack({inputs.min(), inputs.max(), valid_targets.min(), valid_targets.max()}).cpu();
   const int64_t* r = range.data_ptr<int64_t>();

@@ -161,7 +161,7 @@ class Gpt final : public loom::Model {
   at::Tensor wpe_;             // (T, C)
   std::vector<Block> blocks_;  // L
   at::Tensor ln_f_w_, ln_f_b_; // (C), (C)
-  at::Tensor mask_;            // (T, T) bool, true above the diagonal; a buffer
+  at::Tensor mask_;            // (T, T) float, -inf above the diagonal; a buffer
 };
 
 }  // namespace

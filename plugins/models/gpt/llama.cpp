@@ -169,7 +169,7 @@ class Llama final : public loom::Model {
   std::vector<Layer> layers_;  // L
   at::Tensor norm_;            // (C)
   at::Tensor lm_head_;         // (V, C); the same tensor as embed_ when tied
-  at::Tensor mask_;            // (T, T) bool, true above the diagonal; a buffer
+  at::Tensor mask_;            // (T, T) float, -inf above the diagonal; a buffer
   loom_gpt::Rope rope_;        // (T, D) cos and sin; buffers
 };
 

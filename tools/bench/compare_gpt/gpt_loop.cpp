@@ -9,8 +9,12 @@
 //              for op, so this loop and tools/bench/compare_gpt/gpt_loop.py give the same losses.
 //   flat       the host's own step (kernel/flat_params.cpp, kernel/trainer.cpp, the adamw
 //              plugin) copied by hand: parameters and gradients are views into one buffer,
-//              norm/clip/AdamW run over that buffer. The host minus everything that is not
-//              arithmetic (plugin boundary, events, trackers, prefetch thread, batch check).
+//              norm/clip/AdamW run over that buffer, attention is the plugin's own (one
+//              baddbmm for scores, scale and mask: plugins/models/gpt/attention.hpp, included),
+//              and freed CPU memory is kept for the next step as run.cpu_memory_cache does
+//              (kernel/cpu_memory.cpp, linked in). The host
+//              minus everything that is not arithmetic (plugin boundary, events, trackers,
+//              prefetch thread, batch check).
 //
 // Initialization reproduces plugins/models/gpt/gpt.cpp exactly: one CPU generator seeded with
 // the run seed, at::normal draws in registration order; data reproduces
@@ -23,6 +27,9 @@
 //          [--clip 1.0] [--noise 0.1] [--init-std 0.02] [--layout per-param|flat] [--no-peak]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+
+#include "cpu_memory.hpp"
+#include "models/gpt/attention.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -136,11 +143,13 @@ struct Block {
 struct Gpt {
   int64_t V, L, H, C, T;
   std::vector<Param> params;  // registration order, as the plugin's add_param calls
-  at::Tensor wte, wpe, ln_f_w, ln_f_b, mask;
+  at::Tensor wte, wpe, ln_f_w, ln_f_b, mask, mask_bias;
   std::vector<Block> blocks;
   int64_t matmul_params = 0;
+  bool fused_attention;  // the flat layout: the plugin's attention (models/gpt/attention.hpp)
 
-  explicit Gpt(const Args& a) : V(a.V), L(a.L), H(a.H), C(a.C), T(a.T) {
+  explicit Gpt(const Args& a)
+      : V(a.V), L(a.L), H(a.H), C(a.C), T(a.T), fused_attention(a.layout == "flat") {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(a.seed);
     const auto normal = [&](at::IntArrayRef shape, double s) { return at::normal(0.0, s, shape, gen); };
     const auto filled = [&](at::IntArrayRef shape, double v) { return at::full(shape, v, at::kCPU); };
@@ -173,6 +182,7 @@ struct Gpt {
     ln_f_w = param("transformer.ln_f.weight", filled({C}, 1.0), false);
     ln_f_b = param("transformer.ln_f.bias", filled({C}, 0.0), false);
     mask = at::ones({T, T}, at::TensorOptions().dtype(at::kBool)).triu(1);
+    mask_bias = loom_gpt::causal_mask(T, at::kCPU);
   }
 
   static at::Tensor conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
@@ -188,11 +198,16 @@ struct Gpt {
     const at::Tensor q = qkv[0].view({Bn, Tn, H, D}).transpose(1, 2);
     const at::Tensor k = qkv[1].view({Bn, Tn, H, D}).transpose(1, 2);
     const at::Tensor v = qkv[2].view({Bn, Tn, H, D}).transpose(1, 2);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * scale;
-    att = att.masked_fill(mask.narrow(0, 0, Tn).narrow(1, 0, Tn), -std::numeric_limits<double>::infinity());
-    att = at::softmax(att, -1);
-    const at::Tensor y = at::matmul(att, v).transpose(1, 2).reshape({Bn, Tn, C});
+    at::Tensor y;
+    if (fused_attention) {  // the plugin's own attention, shared source
+      y = loom_gpt::causal_attention(q, k, v, mask_bias, 0.0, false);
+    } else {  // the textbook sequence a LibTorch user writes
+      const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+      at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * scale;
+      att = att.masked_fill(mask.narrow(0, 0, Tn).narrow(1, 0, Tn), -std::numeric_limits<double>::infinity());
+      y = at::matmul(at::softmax(att, -1), v);
+    }
+    y = y.transpose(1, 2).reshape({Bn, Tn, C});
     return conv1d(y, b.attn_proj_w, b.attn_proj_b);
   }
 
@@ -363,6 +378,7 @@ int main(int argc, char** argv) {
   try {
     const Args a = parse(argc, argv);
     if (a.threads > 0) at::set_num_threads(a.threads);
+    if (a.layout == "flat") loom::keep_freed_cpu_memory();
     const double peak = a.peak ? measure_peak_flops() : 0.0;
     const std::vector<Batch> data = synthetic_batches(a);
     Gpt model(a);
