@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "failure.hpp"
+#include "device.hpp"
 #include "dist_env.hpp"
 #include "host_api.hpp"
 #include "log.hpp"
@@ -44,6 +45,7 @@ int command_run(const std::string& manifest, const std::vector<std::string>& ove
   if (env.world_size > 1) log_setup(env.rank, env.world_size, spdlog::default_logger()->level() == spdlog::level::debug);
   auto loaded = load_everything(manifest, overrides);
   const RunSettings& run = loaded->pipeline.run;
+  resolve_device(run.device, env.local_rank, run.device_at);  // a bad device fails before anything is written
   const fs::path run_dir = fs::path(run.dir) / run.name;
   std::error_code ec;
   fs::create_directories(run_dir / "logs", ec);
@@ -55,7 +57,7 @@ int command_run(const std::string& manifest, const std::vector<std::string>& ove
     out << "# Resolved manifest of this run: every default filled in.\n" << to_toml_text(loaded->pipeline.resolved) << "\n";
     if (!out) throw runtime_failure((run_dir / "manifest.toml").string() + ": cannot write the resolved manifest");
   }
-  spdlog::info("run {}: {} steps on {}, writing to {}", run.name, run.steps, run.device, run_dir.string());
+  spdlog::info("run {}: {} steps, writing to {}", run.name, run.steps, run_dir.string());
   const TrainSummary s = train(loaded->pipeline, run_dir.string(), env);
   spdlog::info("done: {} steps in {:.1f} s ({:.1f} ms/step), loss {:.4f} -> {:.4f}{}", s.steps, s.seconds,
                1e3 * s.seconds / std::max<int64_t>(s.steps, 1), s.first_loss, s.last_loss,

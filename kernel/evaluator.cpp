@@ -4,14 +4,16 @@
 
 namespace loom {
 
-Evaluator::Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device, Communicator* comm)
-    : data_(data), max_batches_(max_batches), device_(device), comm_(comm) {
+Evaluator::Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device, Precision precision,
+                     Communicator* comm)
+    : data_(data), max_batches_(max_batches), device_(device), precision_(precision), comm_(comm) {
   if (data_.has_state()) start_state_ = data_.save_state();
 }
 
 MetricList Evaluator::run(ModelInstance& model) {
   if (data_.has_state()) data_.load_state(start_state_);  // the same batches as last time
   at::NoGradGuard no_grad;
+  const AutocastScope autocast(precision_, device_);
   model.set_training(false);
   at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kDouble));
   int64_t tokens = 0;

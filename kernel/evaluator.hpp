@@ -4,6 +4,7 @@
 #pragma once
 
 #include "communicator.hpp"
+#include "device.hpp"
 #include "observer_components.hpp"
 #include "pipeline.hpp"
 
@@ -12,7 +13,9 @@ namespace loom {
 class Evaluator {
  public:
   // comm: sums the loss over every rank's shard (null in a single-process run).
-  Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device, Communicator* comm);
+  // precision: the run's; bf16 evaluates under the same autocast as training.
+  Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device, Precision precision,
+            Communicator* comm);
   // eval_loss (mean per token), eval_ppl and eval_tokens.
   MetricList run(ModelInstance& model);
 
@@ -20,6 +23,7 @@ class Evaluator {
   DatasetInstance& data_;
   int64_t max_batches_;
   at::Device device_;
+  Precision precision_;
   Communicator* comm_;
   std::string start_state_;  // the dataset's position before the first evaluation
 };

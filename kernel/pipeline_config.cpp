@@ -15,7 +15,15 @@ const std::vector<OptionSpec>& run_options() {
        "Parent of the run directory; relative paths start at the current directory."},
       {"seed", LOOM_OPTION_TYPE_INT, "0", false, "Seed for initialization, data order and dropout."},
       {"steps", LOOM_OPTION_TYPE_INT, "100", false, "Optimizer steps to run."},
-      {"device", LOOM_OPTION_TYPE_STRING, "cpu", false, "\"cpu\", \"cuda\" or \"cuda:N\"."},
+      {"device", LOOM_OPTION_TYPE_STRING, "auto", false,
+       "\"auto\" (a GPU when LibTorch sees one, else the CPU), \"cpu\", \"cuda\" or \"cuda:N\". Under a launcher, "
+       "\"auto\" and \"cuda\" take the GPU numbered LOCAL_RANK."},
+      {"precision", LOOM_OPTION_TYPE_STRING, "fp32", false,
+       "\"fp32\"; \"tf32\" (fp32 with TF32 tensor-core matmuls on CUDA); or \"bf16\": forward and loss under "
+       "bf16 autocast, with fp32 weights, gradients and optimizer state."},
+      {"deterministic", LOOM_OPTION_TYPE_BOOL, "false", false,
+       "Deterministic LibTorch algorithms, for runs on a GPU that resume to the bit (CPU runs already do); an op "
+       "without a deterministic version then fails, naming itself."},
       {"grad_accum", LOOM_OPTION_TYPE_INT, "1", false, "Micro-batches accumulated per optimizer step."},
       {"clip_grad_norm", LOOM_OPTION_TYPE_FLOAT, "1.0", false,
        "Clip the global gradient norm to this value; 0 turns clipping off."},
@@ -167,19 +175,22 @@ RunSettings read_run(const toml::table& root, toml::table& resolved) {
   RunSettings run;
   run.name = std::get<std::string>(values["name"]);
   run.dir = std::get<std::string>(values["dir"]);
-  run.device = std::get<std::string>(values["device"]);
   run.seed = static_cast<uint64_t>(std::get<int64_t>(values["seed"]));
   run.steps = std::get<int64_t>(values["steps"]);
   run.grad_accum = std::get<int64_t>(values["grad_accum"]);
   run.log_every = std::get<int64_t>(values["log_every"]);
   run.threads = std::get<int64_t>(values["threads"]);
   run.cpu_memory_cache = std::get<bool>(values["cpu_memory_cache"]);
+  run.deterministic = std::get<bool>(values["deterministic"]);
   run.clip_grad_norm = std::get<double>(values["clip_grad_norm"]);
   run.peak_flops = std::get<double>(values["peak_flops"]);
   const auto at = [&](const char* key) {
     const toml::node* n = table ? table->get(key) : nullptr;
     return n ? source_position(*n) : std::string("[run]");
   };
+  run.device = std::get<std::string>(values["device"]);
+  run.device_at = at("device");
+  run.precision = parse_precision(std::get<std::string>(values["precision"]), at("precision"));
   if (run.steps < 1) throw usage_failure(at("steps") + ": [run] steps must be at least 1");
   if (run.grad_accum < 1) throw usage_failure(at("grad_accum") + ": [run] grad_accum must be at least 1");
   if (run.log_every < 1) throw usage_failure(at("log_every") + ": [run] log_every must be at least 1");

@@ -9,15 +9,20 @@
 #include "manifest.hpp"
 #include "options.hpp"
 #include "plugin_loader.hpp"
+#include "precision.hpp"
 #include "registry.hpp"
 
 namespace loom {
 
 struct RunSettings {
-  std::string name, dir, device;
+  std::string name, dir;
+  std::string device = "auto";      // resolved per rank by resolve_device (device.hpp)
+  std::string device_at = "[run]";  // where the manifest set it, for error messages
+  Precision precision = Precision::fp32;
   uint64_t seed = 0;
   int64_t steps = 0, grad_accum = 1, log_every = 10, threads = 0;
   bool cpu_memory_cache = true;
+  bool deterministic = false;
   double clip_grad_norm = 0.0;  // 0: no clipping
   double peak_flops = 0.0;      // 0: measure
 };

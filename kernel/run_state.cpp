@@ -50,6 +50,12 @@ void copy_into(at::Tensor& live, const at::Tensor& saved, const std::string& nam
   live.detach().copy_(saved);
 }
 
+// Where the model lives: the device of its parameters (the run's device).
+at::Device model_device(Pipeline& p) {
+  const auto params = p.model.params();
+  return params.empty() ? at::Device(at::kCPU) : params.front().tensor->device();
+}
+
 // "hooks[0]/early_stop": a component's state, found again by slot and name.
 template <class Instance>
 std::string state_name(const Instance& instance) {
@@ -68,6 +74,11 @@ Snapshot capture_snapshot(Pipeline& p, const RunCounters& counters, const std::v
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
     s.tensors.emplace_back("rng/cpu", cpu_copy(at::Tensor(gen.get_state())));
+  }
+  if (const at::Device device = model_device(p); device.is_cuda()) {  // dropout on the GPU draws from it
+    at::Generator gen = at::globalContext().defaultGenerator(device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    s.tensors.emplace_back("rng/cuda", cpu_copy(at::Tensor(gen.get_state())));
   }
   for (size_t r = 0; r < data_states.size(); ++r)
     s.tensors.emplace_back("data/rank" + std::to_string(r), bytes_tensor(data_states[r]));
@@ -116,6 +127,15 @@ void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::str
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(require(loaded, "rng/cpu", origin));
+  }
+  // A checkpoint written on a GPU resumes on the CPU (its rng/cuda is not needed there) and
+  // the reverse (the GPU generator keeps its seed-derived state).
+  if (const at::Device device = model_device(p); device.is_cuda()) {
+    if (auto it = loaded.tensors.find("rng/cuda"); it != loaded.tensors.end()) {
+      at::Generator gen = at::globalContext().defaultGenerator(device);
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(it->second);
+    }
   }
   // Hooks and trackers added since the checkpoint simply start fresh.
   for (auto& hook : p.hooks)

@@ -1,7 +1,7 @@
 // run_state.hpp: everything needed to continue a run exactly, as named CPU tensors plus JSON
 // metadata (DESIGN.md "Checkpoints"), and the way back into a live pipeline.
 //
-// Tensor names: model/<param>, optimizer/<state>, rng/cpu, data/rank<r>, and
+// Tensor names: model/<param>, optimizer/<state>, rng/cpu, rng/cuda (runs on a GPU), data/rank<r>, and
 // <slot>/<component> (e.g. hooks[0]/early_stop) for hooks and trackers that keep state.
 #pragma once
 

@@ -12,6 +12,7 @@
 #include "checkpoint_manager.hpp"
 #include "communicator.hpp"
 #include "cpu_memory.hpp"
+#include "device.hpp"
 #include "grad_sync.hpp"
 #include "evaluator.hpp"
 #include "events.hpp"
@@ -30,21 +31,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // "cuda" means this rank's GPU: cuda:LOCAL_RANK.
-at::Device resolve_device(const std::string& name, int local_rank) {
-  at::Device device(at::kCPU);
-  try {
-    device = at::Device(name == "cuda" ? "cuda:" + std::to_string(local_rank) : name);
-  } catch (const std::exception&) {
-    throw usage_failure("[run] device = \"" + name + "\" is not a device; use \"cpu\", \"cuda\" or \"cuda:N\"");
-  }
-  if (device.is_cuda() && !at::hasCUDA())
-    throw usage_failure("[run] device = \"" + name +
-                        "\" but this LibTorch build has no CUDA or no GPU is visible; use device = \"cpu\"");
-  if (!device.is_cpu() && !device.is_cuda())
-    throw usage_failure("[run] device = \"" + name + "\" is not supported; use \"cpu\" or \"cuda[:N]\"");
-  return device;
-}
-
 // Metrics accumulated between two log events.
 struct LogWindow {
   Clock::time_point start = Clock::now();
@@ -75,11 +61,14 @@ class Trainer {
   Trainer(const PipelineConfig& config, const std::string& run_dir, const DistEnv& env)
       : config_(config),
         settings_(config.run),
-        device_(resolve_device(settings_.device, env.local_rank)),
+        device_(resolve_device(settings_.device, env.local_rank, settings_.device_at)),
         run_dir_(run_dir),
         manifest_text_(to_toml_text(config.resolved)) {
     if (settings_.threads > 0) at::set_num_threads(static_cast<int>(settings_.threads));
     if (settings_.cpu_memory_cache) keep_freed_cpu_memory();
+    apply_determinism(settings_.deterministic);
+    apply_precision(settings_.precision, device_);
+    spdlog::info("device {} ({}), precision {}", device_.str(), settings_.device, precision_name(settings_.precision));
     at::manual_seed(settings_.seed);  // dropout and anything else drawing from the default generator
     if (env.world_size > 1) {
       const bool nccl =
@@ -103,7 +92,8 @@ class Trainer {
     }
     events_ = std::make_unique<EventBus>(p_->hooks);
     if (p_->eval_data)
-      evaluator_ = std::make_unique<Evaluator>(*p_->eval_data, config.eval_max_batches, device_, comm_.get());
+      evaluator_ = std::make_unique<Evaluator>(*p_->eval_data, config.eval_max_batches, device_, settings_.precision,
+                                               comm_.get());
     if (p_->checkpoint)
       checkpoints_ = std::make_unique<CheckpointManager>(config.checkpoint, *p_->checkpoint, *config.registry, run_dir);
     spdlog::info("model {}: {} parameters; data {}; optimizer {}; schedule {}", p_->model.component().name,
@@ -222,7 +212,11 @@ class Trainer {
     const double scale = 1.0 / static_cast<double>(std::max<int64_t>(tokens, 1));
     for (size_t i = 0; i < batches.size(); ++i) {
       const Batch& b = batches[i];
-      at::Tensor loss = p_->model.loss_sum(b.inputs.to(device_), b.targets.to(device_));  // no-op once there
+      at::Tensor loss;
+      {
+        const AutocastScope autocast(settings_.precision, device_);  // forward and loss only
+        loss = p_->model.loss_sum(b.inputs.to(device_), b.targets.to(device_)).to(at::kFloat);  // no-op once there
+      }
       if (grad_sync_ && i + 1 == batches.size()) grad_sync_->arm();  // communicate on the last only
       (loss * scale).backward();
       loss_total += loss.detach();

@@ -212,3 +212,23 @@ TEST_CASE("unknown command: exit 2, lists the commands") {
   const std::string line = one_error(host("frobnicate"), 2);
   CHECK(line == "error: unknown command \"frobnicate\"; commands: run, validate, plugins, describe, checkpoint, launch");
 }
+
+TEST_CASE("run.precision and run.device: exit 2, the --set that named them and the choices") {
+  const Case c = manifest("device-precision", "");
+  SUBCASE("an unknown precision") {
+    const std::string line = one_error(host("run " + c.manifest.string() + " --set run.precision=\\\"fp16\\\""), 2);
+    CHECK(contains(line, "--set run.precision: [run] precision = \"fp16\" is not a precision"));
+    CHECK(contains(line, "\"fp32\", \"tf32\" or \"bf16\""));
+  }
+  SUBCASE("an unknown device") {
+    const std::string line = one_error(host("run " + c.manifest.string() + " --set run.device=\\\"gpu\\\""), 2);
+    CHECK(contains(line, "--set run.device: [run] device = \"gpu\" is not a device"));
+  }
+  SUBCASE("cuda where there is none (skipped on a machine with a GPU)") {
+    const Result r = host("run " + c.manifest.string() + " --set run.device=\\\"cuda:7\\\"");
+    if (r.code != 0 && contains(r.err, "GPU(s) are visible")) return;  // a GPU machine with fewer than 8
+    const std::string line = one_error(r, 2);
+    CHECK(contains(line, "--set run.device: [run] device = \"cuda:7\" but "));
+    CHECK(contains(line, "use device = \"cpu\" or \"auto\""));
+  }
+}

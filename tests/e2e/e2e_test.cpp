@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "logged_losses.hpp"
 #include "run_host.hpp"
 
 using loom_test::run_host;
@@ -24,10 +25,7 @@ std::vector<double> train(const std::string& name, const std::string& sets, int*
                           " " + sets);
   if (code) *code = r.code;
   else REQUIRE_MESSAGE(r.code == 0, r.err);
-  std::vector<double> losses;
-  std::istringstream lines(loom_test::read_file(dir / name / "metrics.jsonl"));
-  for (std::string line; std::getline(lines, line);) losses.push_back(nlohmann::json::parse(line).at("loss"));
-  return losses;
+  return loom_test::logged_losses(dir / name);
 }
 
 }  // namespace
