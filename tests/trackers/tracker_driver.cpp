@@ -1,19 +1,14 @@
 // tracker_driver.cpp: the stand-in host API behind TrackerDriver.
 #include "tracker_driver.hpp"
 
+#include "standin_host.hpp"
+
 #include <dlfcn.h>
 
 #include <cstring>
 #include <stdexcept>
 
-// The opaque ABI types, as this stand-in host defines them.
-struct loom_status {
-  loom_status_code code;
-  std::string message;
-};
-struct loom_config {
-  std::map<std::string, std::string> values;  // option name -> value text
-};
+// The registry, as this stand-in host defines it; status and config come from standin_host.hpp.
 struct loom_registry {
   std::vector<const loom_component*> components;
 };
@@ -21,12 +16,8 @@ struct loom_registry {
 namespace loom_test {
 namespace {
 
-loom_status* status_create(loom_status_code code, const char* message) {
-  return new loom_status{code, message ? message : ""};
-}
-void status_destroy(loom_status* s) { delete s; }
-loom_status_code status_get_code(const loom_status* s) { return s->code; }
-const char* status_get_message(const loom_status* s) { return s->message.c_str(); }
+using loom_standin::status_destroy;
+
 void host_log_line(loom_log_level level, const char* source, const char* message) {
   if (level >= LOOM_LOG_LEVEL_WARN) host_log().push_back(std::string(source) + ": " + message);
 }
@@ -34,58 +25,9 @@ loom_status* add_component(loom_registry* r, const loom_component* c) {
   r->components.push_back(c);
   return nullptr;
 }
-const std::string* find(const loom_config* c, const char* key) {
-  const auto it = c->values.find(key);
-  return it == c->values.end() ? nullptr : &it->second;
-}
-loom_status* missing(const char* key) {
-  return status_create(LOOM_STATUS_CODE_NOT_FOUND, (std::string("no option ") + key).c_str());
-}
-loom_status* get_int(const loom_config* c, const char* key, int64_t* out) {
-  const std::string* v = find(c, key);
-  if (!v) return missing(key);
-  *out = std::stoll(*v);
-  return nullptr;
-}
-loom_status* get_float(const loom_config* c, const char* key, double* out) {
-  const std::string* v = find(c, key);
-  if (!v) return missing(key);
-  *out = std::stod(*v);
-  return nullptr;
-}
-loom_status* get_bool(const loom_config* c, const char* key, int32_t* out) {
-  const std::string* v = find(c, key);
-  if (!v) return missing(key);
-  *out = *v == "true";
-  return nullptr;
-}
-loom_status* get_string(const loom_config* c, const char* key, const char** out) {
-  const std::string* v = find(c, key);
-  if (!v) return missing(key);
-  *out = v->c_str();
-  return nullptr;
-}
-int32_t has(const loom_config* c, const char* key) { return find(c, key) != nullptr; }
 
 const loom_host_api* host_api() {
-  static const loom_host_api api = [] {
-    loom_host_api a{};
-    a.struct_size = sizeof(loom_host_api);
-    a.abi_major = LOOM_ABI_MAJOR;
-    a.abi_minor = LOOM_ABI_MINOR;
-    a.status_create = status_create;
-    a.status_destroy = status_destroy;
-    a.status_get_code = status_get_code;
-    a.status_get_message = status_get_message;
-    a.log = host_log_line;
-    a.registry_add_component = add_component;
-    a.config_get_int = get_int;
-    a.config_get_float = get_float;
-    a.config_get_bool = get_bool;
-    a.config_get_string = get_string;
-    a.config_has = has;
-    return a;
-  }();
+  static const loom_host_api api = loom_standin::host_api(host_log_line, add_component);
   return &api;
 }
 

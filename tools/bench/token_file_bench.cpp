@@ -28,68 +28,24 @@
 #include <string>
 #include <vector>
 
+#include "standin_host.hpp"
 #include "token_file_format.hpp"
 
-// The host side of the ABI's opaque types, as this stand-in host defines them.
-struct loom_status {
-  loom_status_code code;
-  std::string message;
-};
-struct loom_config {
-  std::map<std::string, std::string> values;  // every option as text
-};
+// The registry, as this stand-in host defines it; status and config come from
+// tests/support/standin_host.hpp.
 struct loom_registry {
   const loom_component* dataset = nullptr;  // the token_file component once registered
 };
 
 namespace {
 
-loom_status* status_create(loom_status_code code, const char* message) { return new loom_status{code, message}; }
-void status_destroy(loom_status* s) { delete s; }
-loom_status_code status_get_code(const loom_status* s) { return s->code; }
-const char* status_get_message(const loom_status* s) { return s->message.c_str(); }
 void log(loom_log_level, const char* source, const char* message) { std::fprintf(stderr, "  %s: %s\n", source, message); }
 loom_status* registry_add_component(loom_registry* r, const loom_component* c) {
   if (c->kind == LOOM_KIND_DATASET && std::strcmp(c->name, "token_file") == 0) r->dataset = c;
   return nullptr;
 }
-const std::string* find(const loom_config* c, const char* key) {
-  auto it = c->values.find(key);
-  return it == c->values.end() ? nullptr : &it->second;
-}
-loom_status* missing(const char* key) {
-  return status_create(LOOM_STATUS_CODE_NOT_FOUND, (std::string("no option ") + key).c_str());
-}
-loom_status* get_int(const loom_config* c, const char* key, int64_t* out) {
-  const std::string* v = find(c, key);
-  if (!v) return missing(key);
-  *out = std::stoll(*v);
-  return nullptr;
-}
-loom_status* get_float(const loom_config* c, const char* key, double* out) {
-  const std::string* v = find(c, key);
-  if (!v) return missing(key);
-  *out = std::stod(*v);
-  return nullptr;
-}
-loom_status* get_bool(const loom_config* c, const char* key, int32_t* out) {
-  const std::string* v = find(c, key);
-  if (!v) return missing(key);
-  *out = *v == "true";
-  return nullptr;
-}
-loom_status* get_string(const loom_config* c, const char* key, const char** out) {
-  const std::string* v = find(c, key);
-  if (!v) return missing(key);
-  *out = v->c_str();
-  return nullptr;
-}
-int32_t has(const loom_config* c, const char* key) { return find(c, key) != nullptr; }
 
-const loom_host_api kHost = {sizeof(loom_host_api), LOOM_ABI_MAJOR, LOOM_ABI_MINOR, &status_create,
-                             &status_destroy,       &status_get_code, &status_get_message, &log,
-                             &registry_add_component, &get_int,     &get_float,     &get_bool,
-                             &get_string,           &has};
+const loom_host_api kHost = loom_standin::host_api(&log, &registry_add_component);
 
 [[noreturn]] void die(const std::string& message, int code = 2) {
   std::fprintf(stderr, "token_file_bench: error: %s\n", message.c_str());

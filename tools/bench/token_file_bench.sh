@@ -36,8 +36,9 @@ fi
 # The driver is torch-free and small: compile it straight against the SDK headers.
 bench="$build_dir/bench/token_file_bench"
 mkdir -p "$(dirname "$bench")"
-if [ ! -x "$bench" ] || [ "$root/tools/bench/token_file_bench.cpp" -nt "$bench" ]; then
-  c++ -O2 -std=c++17 -I"$root/sdk/include" -I"$root/plugins/datasets/common" \
+if [ ! -x "$bench" ] || [ "$root/tools/bench/token_file_bench.cpp" -nt "$bench" ] ||
+   [ "$root/tests/support/standin_host.hpp" -nt "$bench" ]; then
+  c++ -O2 -std=c++17 -I"$root/sdk/include" -I"$root/plugins/datasets/common" -I"$root/tests/support" \
     "$root/tools/bench/token_file_bench.cpp" -ldl -o "$bench"
 fi
 
