@@ -30,7 +30,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// "cuda" means this rank's GPU: cuda:LOCAL_RANK.
 // Metrics accumulated between two log events.
 struct LogWindow {
   Clock::time_point start = Clock::now();
@@ -215,7 +214,9 @@ class Trainer {
       at::Tensor loss;
       {
         const AutocastScope autocast(settings_.precision, device_);  // forward and loss only
-        loss = p_->model.loss_sum(b.inputs.to(device_), b.targets.to(device_)).to(at::kFloat);  // no-op once there
+        // The prefetcher already moved the batch to the device, so .to(device_) is a no-op;
+        // under autocast the loss may come back in bf16, and it is summed in fp32.
+        loss = p_->model.loss_sum(b.inputs.to(device_), b.targets.to(device_)).to(at::kFloat);
       }
       if (grad_sync_ && i + 1 == batches.size()) grad_sync_->arm();  // communicate on the last only
       (loss * scale).backward();
