@@ -19,11 +19,11 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint_backend.hpp"
-#include "failure.hpp"
-#include "options.hpp"
-#include "plugin_loader.hpp"
-#include "registry.hpp"
+#include "abi/checkpoint_backend.hpp"
+#include "base/failure.hpp"
+#include "config/options.hpp"
+#include "abi/plugin_loader.hpp"
+#include "abi/registry.hpp"
 #include "plugin_slots.hpp"
 #include "run_host.hpp"
 

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "plugin_state.hpp"
-#include "host_api.hpp"
-#include "options.hpp"
-#include "plugin_loader.hpp"
-#include "registry.hpp"
+#include "abi/host_api.hpp"
+#include "config/options.hpp"
+#include "abi/plugin_loader.hpp"
+#include "abi/registry.hpp"
 #include "plugin_slots.hpp"
 #include "run_host.hpp"
 #include "token_file_format.hpp"

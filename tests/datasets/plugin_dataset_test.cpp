@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "compute_components.hpp"
+#include "abi/compute_components.hpp"
 #include "plugin_dataset.hpp"
 #include "text_files.hpp"
 

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "checkpoint_backend.hpp"
+#include "abi/checkpoint_backend.hpp"
 #include "plugin_slots.hpp"
 #include "run_host.hpp"
 

@@ -18,10 +18,10 @@
 #include <sstream>
 #include <vector>
 
-#include "communicator.hpp"
+#include "dist/communicator.hpp"
 #include "logged_losses.hpp"
 #include "run_host.hpp"
-#include "torch_compat.hpp"
+#include "train/torch_compat.hpp"
 
 namespace fs = std::filesystem;
 using loom_test::run_host;

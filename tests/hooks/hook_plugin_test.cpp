@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "plugin_state.hpp"
-#include "host_api.hpp"
+#include "abi/host_api.hpp"
 #include "plugin_slots.hpp"
-#include "registry.hpp"
+#include "abi/registry.hpp"
 
 namespace {
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "flat_params.hpp"
+#include "train/flat_params.hpp"
 #include "model_harness.hpp"
 
 using namespace loom_test;

@@ -12,9 +12,9 @@
 #include <memory>
 #include <string>
 
-#include "compute_components.hpp"
-#include "options.hpp"
-#include "plugin_loader.hpp"
+#include "abi/compute_components.hpp"
+#include "config/options.hpp"
+#include "abi/plugin_loader.hpp"
 #include "plugin_slots.hpp"
 
 namespace loom_test {

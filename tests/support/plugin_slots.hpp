@@ -9,10 +9,10 @@
 
 #include <string>
 
-#include "options.hpp"
-#include "pipeline_config.hpp"
-#include "plugin_loader.hpp"
-#include "registry.hpp"
+#include "config/options.hpp"
+#include "abi/instance.hpp"
+#include "abi/plugin_loader.hpp"
+#include "abi/registry.hpp"
 
 namespace loom_test {
 

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "host_api.hpp"
+#include "abi/host_api.hpp"
 
 namespace loom_test {
 

@@ -3,8 +3,8 @@
 
 #include <loom/dlpack.hpp>
 
-#include "dlpack_tensor.hpp"
-#include "failure.hpp"
+#include "abi/dlpack_tensor.hpp"
+#include "base/failure.hpp"
 
 TEST_CASE("an int64 DLPack tensor wraps without copying and is freed once") {
   static int deleted = 0;

@@ -4,7 +4,7 @@
 
 #include <ATen/ATen.h>
 
-#include "flat_params.hpp"
+#include "train/flat_params.hpp"
 
 using namespace loom;
 

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "failure.hpp"
-#include "manifest.hpp"
+#include "base/failure.hpp"
+#include "config/manifest.hpp"
 #include "run_host.hpp"
 
 using namespace loom;

@@ -1,8 +1,8 @@
 // Option validation: unknown keys, types, required options and defaults.
 #include <doctest/doctest.h>
 
-#include "failure.hpp"
-#include "options.hpp"
+#include "base/failure.hpp"
+#include "config/options.hpp"
 
 using namespace loom;
 

@@ -28,7 +28,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
-#include "cpu_memory.hpp"
+#include "train/cpu_memory.hpp"
 #include "models/gpt/attention.hpp"
 
 #include <algorithm>

@@ -1,0 +1,56 @@
+// compute_components.hpp: host-side owners of the kinds on the training path: the model and
+// optimizer (torch-linked, opaque at::Tensor handles) and the dataset (DLPack batches).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "abi/instance.hpp"
+
+namespace loom {
+
+struct ModelParam {
+  std::string name;
+  at::Tensor* tensor;  // owned by the model; the host rebinds its storage
+  uint32_t flags;
+};
+
+class ModelInstance : public Instance<loom_model_vtable, loom_model> {
+ public:
+  ModelInstance(const SlotConfig& slot, const RunContext& run);
+  std::vector<ModelParam> params();
+  // Sum of per-token losses of one micro-batch.
+  at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets);
+  void set_training(bool training);
+  double flops_per_token() const;
+};
+
+struct Batch {
+  at::Tensor inputs, targets;  // int64 (B, T)
+  int64_t tokens = 0;          // positions whose target carries loss
+  std::string data_state;      // the dataset's position right after this batch (for resume)
+};
+
+class DatasetInstance : public Instance<loom_dataset_vtable, loom_dataset> {
+ public:
+  DatasetInstance(const SlotConfig& slot, const RunContext& run);
+  // The next batch, carrying the dataset's position after it when the dataset keeps one.
+  Batch next();
+  bool has_state() const { return vt_.state_save != nullptr && vt_.state_load != nullptr; }
+  std::string save_state();
+  void load_state(const std::string& state);
+};
+
+class OptimizerInstance : public Instance<loom_optimizer_vtable, loom_optimizer> {
+ public:
+  OptimizerInstance(const SlotConfig& slot, const RunContext& run, const loom_param_groups& groups);
+  void step(double lr, int64_t step);
+  // Named state tensors (owned by the optimizer) for checkpoints.
+  std::vector<std::pair<std::string, at::Tensor*>> state();
+  // The "lr" option when the optimizer declares one; the schedule scales it.
+  double base_lr() const;
+};
+
+}  // namespace loom

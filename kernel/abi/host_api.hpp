@@ -1,0 +1,35 @@
+// host_api.hpp: the loom_host_api table the host lends to every plugin, and the host's side
+// of the status convention.
+#pragma once
+
+#include <loom/abi.h>
+
+#include <optional>
+#include <string>
+
+#include "base/failure.hpp"
+#include "abi/registry.hpp"
+
+// Definitions of the ABI's opaque types live on the host side.
+struct loom_status {
+  loom_status_code code;
+  std::string message;
+};
+
+struct loom_registry {
+  loom::Registry* registry;
+  loom::PluginRecord* plugin;
+  std::optional<loom::Failure> failure;  // first failure while registering
+};
+
+namespace loom {
+
+const loom_host_api* host_api();
+
+// Frees status and returns its message ("" for NULL).
+std::string take_status_message(loom_status* status);
+
+// The host's own torch fingerprint, compiled from the same macro plugins use.
+const char* host_torch_fingerprint();
+
+}  // namespace loom

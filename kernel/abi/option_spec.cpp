@@ -1,0 +1,40 @@
+#include "abi/option_spec.hpp"
+
+#include <stdexcept>
+
+namespace loom {
+
+const char* option_type_name(loom_option_type type) {
+  switch (type) {
+    case LOOM_OPTION_TYPE_INT: return "int";
+    case LOOM_OPTION_TYPE_FLOAT: return "float";
+    case LOOM_OPTION_TYPE_BOOL: return "bool";
+    case LOOM_OPTION_TYPE_STRING: return "string";
+  }
+  return "unknown";
+}
+
+OptionValue parse_default(const OptionSpec& spec) {
+  const std::string& text = *spec.default_text;
+  size_t used = 0;
+  switch (spec.type) {
+    case LOOM_OPTION_TYPE_INT: {
+      const int64_t v = std::stoll(text, &used);
+      if (used != text.size()) throw std::invalid_argument(text);
+      return v;
+    }
+    case LOOM_OPTION_TYPE_FLOAT: {
+      const double v = std::stod(text, &used);
+      if (used != text.size()) throw std::invalid_argument(text);
+      return v;
+    }
+    case LOOM_OPTION_TYPE_BOOL:
+      if (text == "true") return true;
+      if (text == "false") return false;
+      throw std::invalid_argument(text);
+    case LOOM_OPTION_TYPE_STRING: return text;
+  }
+  throw std::invalid_argument(text);
+}
+
+}  // namespace loom

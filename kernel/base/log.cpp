@@ -1,0 +1,52 @@
+#include "base/log.hpp"
+
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+
+namespace loom {
+namespace {
+
+class StderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  StderrSink() : tty_(isatty(fileno(stderr)) != 0) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t text;
+    formatter_->format(msg, text);
+    if (tty_) std::fputs("\r\033[K", stderr);  // erase a half-drawn progress line first
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fflush(stderr);
+  }
+  void flush_() override { std::fflush(stderr); }
+
+ private:
+  bool tty_;
+};
+
+std::string pattern(int rank, int world_size) {
+  return (world_size > 1 ? "[rank " + std::to_string(rank) + "] " : std::string()) + "%l: %v";
+}
+
+}  // namespace
+
+void log_setup(int rank, int world_size, bool verbose) {
+  auto logger = std::make_shared<spdlog::logger>("loom", std::make_shared<StderrSink>());
+  logger->set_pattern(pattern(rank, world_size));
+  logger->set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+void log_join_run(int rank, int world_size, const std::string& file) {
+  auto logger = spdlog::default_logger();
+  logger->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file));
+  logger->set_pattern(pattern(rank, world_size));
+  logger->flush_on(spdlog::level::info);  // a rank that dies still leaves its last lines
+}
+
+}  // namespace loom

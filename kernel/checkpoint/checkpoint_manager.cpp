@@ -1,0 +1,177 @@
+#include "checkpoint/checkpoint_manager.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <vector>
+
+#include "base/failure.hpp"
+#include "checkpoint/backend_from_index.hpp"
+#include "checkpoint/checkpoint_index.hpp"
+
+namespace fs = std::filesystem;
+
+namespace loom {
+namespace {
+
+// Newest first: every directory named step-N (committed or not) under dir.
+std::vector<std::pair<int64_t, fs::path>> step_dirs(const fs::path& dir) {
+  std::vector<std::pair<int64_t, fs::path>> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (auto step = checkpoint_step_of(entry.path()); step && entry.is_directory()) out.emplace_back(*step, entry.path());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return out;
+}
+
+// Test support: LOOM_TEST_SAVE_DELAY_MS widens the window between writing the files and
+// committing the index, so crash tests can kill a run in the middle of a save.
+void test_delay() {
+  if (const char* ms = std::getenv("LOOM_TEST_SAVE_DELAY_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(ms)));
+}
+
+}  // namespace
+
+std::optional<int64_t> checkpoint_step_of(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  if (name.rfind("step-", 0) != 0 || name.size() <= 5) return std::nullopt;
+  const std::string digits = name.substr(5);
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::stoll(digits);
+}
+
+CheckpointManager::CheckpointManager(const CheckpointSettings& settings, CheckpointBackendInstance& backend,
+                                     const Registry& registry, const fs::path& run_dir)
+    : settings_(settings), backend_(backend), registry_(registry), dir_(fs::path(settings.dir).is_absolute() ? fs::path(settings.dir)
+                                                                                       : run_dir / settings.dir) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) throw runtime_failure(dir_.string() + ": cannot create the checkpoint directory: " + ec.message());
+}
+
+CheckpointManager::~CheckpointManager() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    spdlog::error("checkpoint save failed: {}", e.what());
+  }
+}
+
+std::optional<fs::path> CheckpointManager::find_resume() {
+  if (settings_.resume == "none") {
+    for (const auto& [step, path] : step_dirs(dir_)) {
+      std::string why;
+      if (verify_checkpoint(path, &why))
+        throw usage_failure(dir_.string() + " already holds checkpoints (" + path.filename().string() +
+                            "); resume = \"none\" would overwrite them. Use resume = \"auto\" to continue, or "
+                            "another run.name for a fresh run");
+    }
+    return std::nullopt;
+  }
+  if (settings_.resume != "auto") {
+    const fs::path explicit_path(settings_.resume);
+    std::string why;
+    if (!verify_checkpoint(explicit_path, &why))
+      throw usage_failure(explicit_path.string() + ": [checkpoint] resume names an invalid checkpoint: " + why);
+    return explicit_path;
+  }
+  return find_latest();
+}
+
+std::optional<fs::path> CheckpointManager::find_latest() {
+  for (const auto& [step, path] : step_dirs(dir_)) {
+    std::string why;
+    if (verify_checkpoint(path, &why)) return path;
+    spdlog::warn("skipping {}: not a valid checkpoint: {}", path.string(), why);
+  }
+  return std::nullopt;
+}
+
+LoadedCheckpoint CheckpointManager::load(const fs::path& checkpoint) {
+  const CheckpointBackendRecord record = read_checkpoint_backend(checkpoint);
+  if (record.use == backend_.component().name) return backend_.load(checkpoint.string());
+  // Written by another backend (the manifest swapped it): read with that one, write with ours.
+  auto reader = open_backend(record, registry_, checkpoint);
+  spdlog::info("reading {} with backend {} (it wrote it); new checkpoints use {}", checkpoint.string(), record.use,
+               backend_.component().name);
+  return reader->load(checkpoint.string());
+}
+
+void CheckpointManager::save(Snapshot snapshot) {
+  wait();
+  last_saved_step_ = snapshot.step;
+  if (!settings_.async) {
+    write(snapshot);
+    return;
+  }
+  writer_ = std::thread([this, s = std::move(snapshot)] {
+    try {
+      write(s);
+    } catch (...) {
+      failure_ = std::current_exception();  // read by wait() after join
+    }
+  });
+}
+
+void CheckpointManager::wait() {
+  if (writer_.joinable()) writer_.join();
+  if (failure_) {
+    std::exception_ptr failure = failure_;
+    failure_ = nullptr;
+    std::rethrow_exception(failure);
+  }
+}
+
+void CheckpointManager::write(const Snapshot& snapshot) {
+  const auto started = std::chrono::steady_clock::now();
+  const fs::path final_dir = dir_ / ("step-" + std::to_string(snapshot.step));
+  const fs::path tmp_dir = dir_ / ("step-" + std::to_string(snapshot.step) + ".tmp");
+  std::error_code ec;
+  fs::remove_all(tmp_dir, ec);  // debris of a save that crashed at this very step
+  if (!fs::create_directory(tmp_dir, ec) || ec)
+    throw runtime_failure(tmp_dir.string() + ": cannot create: " + (ec ? ec.message() : "exists") +
+                          "; check that the checkpoint directory is writable and has space");
+  try {
+    backend_.save(tmp_dir.string(), snapshot.tensors, snapshot.metadata_json);
+    test_delay();
+    write_checkpoint_index(tmp_dir, snapshot.step, {backend_.component().name, backend_.config().values});
+    if (fs::exists(final_dir)) {
+      // Only a run that resumed from an earlier step gets here; the old one is replaced.
+      const fs::path old_dir = dir_ / ("step-" + std::to_string(snapshot.step) + ".old");
+      fs::remove_all(old_dir);
+      fs::rename(final_dir, old_dir);
+      fs::rename(tmp_dir, final_dir);
+      fs::remove_all(old_dir);
+    } else {
+      fs::rename(tmp_dir, final_dir);
+    }
+    fsync_path(dir_);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp_dir, ec);
+    throw runtime_failure(std::string("checkpoint at step ") + std::to_string(snapshot.step) + ": " + e.what());
+  } catch (...) {
+    fs::remove_all(tmp_dir, ec);  // the previous checkpoints stay as they were
+    throw;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  spdlog::info("saved {} ({:.2f} s)", final_dir.string(), seconds);
+  rotate();
+}
+
+void CheckpointManager::rotate() {
+  int64_t newer = 0;  // committed checkpoints newer than the one looked at
+  for (const auto& [step, path] : step_dirs(dir_)) {
+    if (!fs::exists(path / kCheckpointIndexName)) continue;  // not ours to delete
+    const bool newest = newer++ < settings_.keep;
+    const bool milestone = settings_.keep_every > 0 && step % settings_.keep_every == 0;
+    if (newest || milestone) continue;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    if (ec) spdlog::warn("could not delete old checkpoint {}: {}", path.string(), ec.message());
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,64 @@
+// checkpoint_manager.hpp: when to save, how a save becomes atomic, which checkpoint to resume.
+//
+// A save writes into <dir>/step-N.tmp/ through the backend, fsyncs the files, writes
+// index.json (sizes and checksums), and renames the directory to <dir>/step-N. A crash at any
+// moment leaves either the previous checkpoints untouched or a .tmp directory that is not a
+// checkpoint. With async, the tensors are copied at the step boundary and a background thread
+// writes them while training goes on; at most one save is in flight.
+#pragma once
+
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "abi/checkpoint_backend.hpp"
+#include "abi/registry.hpp"
+#include "checkpoint/checkpoint_settings.hpp"
+#include "checkpoint/snapshot.hpp"
+
+namespace loom {
+
+class CheckpointManager {
+ public:
+  // registry: to read checkpoints another backend wrote (the index names it).
+  CheckpointManager(const CheckpointSettings& settings, CheckpointBackendInstance& backend, const Registry& registry,
+                    const std::filesystem::path& run_dir);
+  ~CheckpointManager();  // waits for a save in flight (errors are logged)
+  CheckpointManager(const CheckpointManager&) = delete;
+  CheckpointManager& operator=(const CheckpointManager&) = delete;
+
+  // The checkpoint to resume as settings.resume says, warning about each invalid one skipped.
+  std::optional<std::filesystem::path> find_resume();
+  // The newest valid checkpoint in the directory, whatever settings.resume says.
+  std::optional<std::filesystem::path> find_latest();
+  LoadedCheckpoint load(const std::filesystem::path& checkpoint);
+
+  // Whether the interval asks for a save after this step.
+  bool due(int64_t step) const { return settings_.every > 0 && step % settings_.every == 0; }
+  // Saves (in the background when async); waits first for the previous save.
+  void save(Snapshot snapshot);
+  // Waits for the save in flight and rethrows its failure.
+  void wait();
+  // The step of the latest save started (it may still be in flight).
+  int64_t last_saved_step() const { return last_saved_step_; }
+
+ private:
+  void write(const Snapshot& snapshot);  // the whole atomic commit, on either thread
+  void rotate();
+
+  CheckpointSettings settings_;
+  CheckpointBackendInstance& backend_;
+  const Registry& registry_;
+  std::filesystem::path dir_;
+  std::thread writer_;
+  std::exception_ptr failure_;
+  int64_t last_saved_step_ = -1;
+};
+
+// "<dir>/step-N" for a directory name, or nullopt.
+std::optional<int64_t> checkpoint_step_of(const std::filesystem::path& dir);
+
+}  // namespace loom

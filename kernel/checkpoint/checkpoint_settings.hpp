@@ -1,0 +1,21 @@
+// checkpoint_settings.hpp: the [checkpoint] table's host-side options (the backend's own
+// options go to its slot). Defaults live here once; config/host_tables.cpp documents them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace loom {
+
+struct CheckpointSettings {
+  bool enabled = false;              // a [checkpoint] table is present
+  int64_t every = 0;                 // save every N steps; 0: only at the end and on signals
+  int64_t keep = 3;                  // newest checkpoints kept
+  int64_t keep_every = 0;            // steps that are multiples of this are never deleted
+  bool at_end = true;
+  bool async = true;
+  std::string resume = "auto";       // "auto", "none" or a checkpoint directory
+  std::string dir = "checkpoints";   // relative to the run directory
+};
+
+}  // namespace loom

@@ -1,0 +1,116 @@
+// basic_commands.cpp: `host run`, `host validate` and `host plugins`.
+#include "cli/commands.hpp"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+
+#include "abi/host_api.hpp"
+#include "abi/plugin_loader.hpp"
+#include "base/failure.hpp"
+#include "base/log.hpp"
+#include "config/manifest.hpp"
+#include "config/plan.hpp"
+#include "dist/dist_env.hpp"
+#include "train/trainer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace loom {
+namespace {
+
+struct Loaded {
+  Manifest manifest;
+  Registry registry;
+  RunPlan plan;
+};
+
+std::unique_ptr<Loaded> load_everything(const std::string& path, const std::vector<std::string>& overrides) {
+  auto out = std::make_unique<Loaded>();
+  out->manifest = load_manifest(path, overrides);
+  load_plugins(out->registry, plugin_search_path(manifest_plugin_dirs(out->manifest)), /*keep_going=*/false);
+  out->plan = resolve_plan(out->manifest, out->registry);
+  return out;
+}
+
+}  // namespace
+
+int command_run(const CommandLine& line) {
+  const DistEnv env = read_dist_env();
+  if (env.world_size > 1) log_setup(env.rank, env.world_size, line.verbose);
+  auto loaded = load_everything(line.args.at(0), line.overrides);
+  const RunSettings& run = loaded->plan.run;
+  check_run_plan(loaded->plan, env);  // nothing is written before every manifest check passed
+  const fs::path run_dir = fs::path(run.dir) / run.name;
+  std::error_code ec;
+  fs::create_directories(run_dir / "logs", ec);
+  if (ec) throw runtime_failure(run_dir.string() + ": cannot create the run directory: " + ec.message());
+  if (env.world_size > 1)
+    log_join_run(env.rank, env.world_size, (run_dir / "logs" / ("rank-" + std::to_string(env.rank) + ".log")).string());
+  if (env.rank == 0) {  // shared outputs come from rank 0 alone
+    std::ofstream out(run_dir / "manifest.toml");
+    out << "# Resolved manifest of this run: every default filled in.\n" << loaded->plan.resolved_manifest << "\n";
+    if (!out) throw runtime_failure((run_dir / "manifest.toml").string() + ": cannot write the resolved manifest");
+  }
+  spdlog::info("run {}: {} steps, writing to {}", run.name, run.steps, run_dir.string());
+  const TrainSummary s = train(loaded->plan, run_dir.string(), env);
+  spdlog::info("done: {} steps in {:.1f} s ({:.1f} ms/step), loss {:.4f} -> {:.4f}{}", s.steps, s.seconds,
+               1e3 * s.seconds / std::max<int64_t>(s.steps, 1), s.first_loss, s.last_loss,
+               s.skipped_steps ? ", " + std::to_string(s.skipped_steps) + " steps skipped by hooks" : "");
+  return static_cast<int>(ExitCode::ok);
+}
+
+int command_validate(const CommandLine& line) {
+  auto loaded = load_everything(line.args.at(0), line.overrides);
+  std::cout << "# " << line.args.at(0) << " is valid. Resolved:\n" << loaded->plan.resolved_manifest << "\n";
+  return static_cast<int>(ExitCode::ok);
+}
+
+int command_plugins(const CommandLine& line) {
+  const bool json = line.json;
+  Registry registry;
+  const auto dirs = plugin_search_path({});
+  load_plugins(registry, dirs, /*keep_going=*/true);
+  if (json) {
+    nlohmann::json out = {{"host_abi", std::to_string(LOOM_ABI_MAJOR) + "." + std::to_string(LOOM_ABI_MINOR)},
+                          {"host_torch", host_torch_fingerprint()},
+                          {"search_path", nlohmann::json::array()},
+                          {"plugins", nlohmann::json::array()}};
+    for (const auto& d : dirs) out["search_path"].push_back({{"path", d.path.string()}, {"origin", d.origin}});
+    for (const auto& p : registry.plugins()) {
+      nlohmann::json entry = {{"file", p.path}, {"name", p.name}, {"version", p.version},
+                              {"abi", std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor)},
+                              {"torch", p.fingerprint.empty() ? "torch-free" : p.fingerprint},
+                              {"components", nlohmann::json::array()}};
+      if (!p.error.empty()) entry["error"] = p.error;
+      for (const Component* c : p.components)
+        entry["components"].push_back({{"kind", kind_name(c->kind)}, {"name", c->name}, {"summary", c->summary}});
+      out["plugins"].push_back(entry);
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "host ABI " << LOOM_ABI_MAJOR << "." << LOOM_ABI_MINOR << ", " << host_torch_fingerprint() << "\n";
+  std::cout << "search path:\n";
+  for (const auto& d : dirs) std::cout << "  " << d.path.string() << "  (" << d.origin << ")\n";
+  if (dirs.empty()) std::cout << "  (none: set LOOM_PLUGIN_PATH or add [plugins] paths to the manifest)\n";
+  for (const auto& p : registry.plugins()) {
+    if (!p.error.empty()) {
+      std::cout << "\nFAILED " << p.path << "\n  " << p.error << "\n";
+      continue;
+    }
+    std::cout << "\n" << p.name << " " << p.version << "  ABI " << p.abi_major << "." << p.abi_minor << "  "
+              << (p.fingerprint.empty() ? "torch-free" : p.fingerprint) << "\n  " << p.path << "\n";
+    for (const Component* c : p.components)
+      std::cout << "  " << std::left << std::setw(11) << kind_name(c->kind) << std::setw(16) << c->name << c->summary
+                << "\n";
+  }
+  return 0;
+}
+
+}  // namespace loom

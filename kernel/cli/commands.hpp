@@ -1,0 +1,55 @@
+// commands.hpp: the host's commands, one row each in the command table (command_table.cpp):
+// name, arguments, summary, the flags it takes and its handler. The table generates
+// `host --help`, each `host COMMAND --help`, and refuses flags a command does not take.
+// Handlers return the process exit code or throw Failure.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace loom {
+
+// What the command line said; each command reads the fields of the flags it takes.
+struct CommandLine {
+  std::vector<std::string> args;       // positional arguments after the command name
+  std::vector<std::string> overrides;  // --set KEY=VALUE, in order
+  bool json = false, all = false, markdown = false, verbose = false, help = false;
+  std::string format = "hf-safetensors", out = "model.safetensors";
+  // launch
+  int nproc_per_node = 1, nnodes = 1, node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;                 // 0: a free port (single node only)
+  std::vector<std::string> child_args;  // after `--`: the command every rank runs
+};
+
+struct Command {
+  const char* name;     // "run", or "checkpoint inspect" for a subcommand
+  const char* args;     // "MANIFEST": the positional arguments, for usage lines
+  const char* summary;  // one line for `host --help`
+  size_t min_args, max_args;
+  std::vector<const char*> flags;  // names in the flag table: "set", "json"
+  int (*handler)(const CommandLine&);
+};
+
+// Every command, in the order `host --help` lists them.
+const std::vector<Command>& commands();
+
+// Parses argv (after the program name) into the command it names and its flags and
+// arguments; returns nullptr for `host --help` and `host --version` (set in `line`). Throws a
+// usage Failure naming the command and its --help for anything it does not take.
+const Command* parse_command_line(const std::vector<std::string>& argv, CommandLine& line, bool& version);
+
+// `host --help` and `host COMMAND --help`.
+std::string global_help();
+std::string command_help(const Command& command);
+
+// The handlers.
+int command_run(const CommandLine& line);
+int command_validate(const CommandLine& line);
+int command_plugins(const CommandLine& line);
+int command_describe(const CommandLine& line);
+int command_launch(const CommandLine& line);
+int command_checkpoint_inspect(const CommandLine& line);
+int command_checkpoint_export(const CommandLine& line);
+
+}  // namespace loom

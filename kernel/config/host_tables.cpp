@@ -1,0 +1,136 @@
+#include "config/host_tables.hpp"
+
+namespace loom {
+
+Rule<std::string> one_of(std::vector<std::string> choices) {
+  return [choices](const std::string& v) {
+    std::string list;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      if (v == choices[i]) return std::string();
+      list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + ("\"" + choices[i] + "\"");
+    }
+    return "must be " + list;
+  };
+}
+
+namespace {
+
+const Rule<std::string> kFolderName = [](const std::string& v) {
+  return v.empty() || v.find('/') != std::string::npos ? "must be a non-empty folder name without '/'" : "";
+};
+
+// run.device: also remembers where the manifest set it, for the messages of resolve_device.
+HostOption<RunSettings> device_option() {
+  HostOption<RunSettings> out = option(
+      "device", &RunSettings::device,
+      "\"auto\" (a GPU when LibTorch sees one, else the CPU), \"cpu\", \"cuda\" or \"cuda:N\". Under a launcher, "
+      "\"auto\" and \"cuda\" take the GPU numbered LOCAL_RANK.");
+  out.store = [](RunSettings& s, const OptionValue& v, const std::string& where, const std::string&) {
+    s.device = std::get<std::string>(v);
+    s.device_at = where;
+  };
+  return out;
+}
+
+// run.precision: a string in the manifest, an enum in the settings.
+HostOption<RunSettings> precision_option() {
+  HostOption<RunSettings> out;
+  out.spec = {"precision", LOOM_OPTION_TYPE_STRING, std::string(precision_name(RunSettings{}.precision)), false,
+              "\"fp32\"; \"tf32\" (fp32 with TF32 tensor-core matmuls on CUDA); or \"bf16\": forward and loss under "
+              "bf16 autocast, with fp32 weights, gradients and optimizer state."};
+  out.store = [](RunSettings& s, const OptionValue& v, const std::string& where, const std::string&) {
+    s.precision = parse_precision(std::get<std::string>(v), where);
+  };
+  return out;
+}
+
+}  // namespace
+
+const HostTable<RunSettings>& run_table() {
+  using S = RunSettings;
+  static const HostTable<S> table{
+      "run", "[run]", "The training run itself.",
+      {option("name", &S::name, "Run name; the run directory is <dir>/<name>.", {kFolderName}),
+       option("dir", &S::dir, "Parent of the run directory; relative paths start at the current directory."),
+       option("seed", &S::seed, "Seed for initialization, data order and dropout."),
+       option("steps", &S::steps, "Optimizer steps to run.", {at_least<int64_t>(1)}),
+       device_option(),
+       precision_option(),
+       option("deterministic", &S::deterministic,
+              "Deterministic LibTorch algorithms, for runs on a GPU that resume to the bit (CPU runs already do); an "
+              "op without a deterministic version then fails, naming itself."),
+       option("grad_accum", &S::grad_accum, "Micro-batches accumulated per optimizer step.", {at_least<int64_t>(1)}),
+       option("clip_grad_norm", &S::clip_grad_norm,
+              "Clip the global gradient norm to this value; 0 turns clipping off.", {at_least(0.0)}),
+       option("log_every", &S::log_every, "Hand metrics to trackers every N steps (and at the end).",
+              {at_least<int64_t>(1)}),
+       option("threads", &S::threads, "CPU threads for LibTorch ops; 0 keeps LibTorch's default."),
+       option("cpu_memory_cache", &S::cpu_memory_cache,
+              "Keep freed CPU memory for the next step instead of returning it to the OS (glibc malloc: no heap "
+              "trimming, mmap only above 32 MiB); saves re-faulting every activation each step."),
+       option("peak_flops", &S::peak_flops,
+              "FLOP/s that MFU is measured against; 0 measures the fp32 GEMM peak at start.")}};
+  return table;
+}
+
+const HostTable<CheckpointSettings>& checkpoint_table() {
+  using S = CheckpointSettings;
+  static const HostTable<S> table{
+      "checkpoint", "[checkpoint]",
+      "When to save and whether to resume; `use` picks the backend (safetensors if left out), whose own options go "
+      "in the same table.",
+      {option("every", &S::every, "Save every N steps; 0 saves only at the end and on signals.", {at_least<int64_t>(0)}),
+       option("keep", &S::keep, "Newest checkpoints to keep; older ones are deleted after a save.",
+              {at_least<int64_t>(1)}),
+       option("keep_every", &S::keep_every,
+              "Never delete checkpoints whose step is a multiple of this (milestones); 0: none.", {at_least<int64_t>(0)}),
+       option("at_end", &S::at_end, "Save when the run ends."),
+       option("async", &S::async, "Write in a background thread while training goes on (tensors are copied first)."),
+       option("resume", &S::resume,
+              "\"auto\": continue from the newest valid checkpoint; \"none\": start fresh; or a checkpoint path.",
+              {[](const std::string& v) { return v.empty() ? "must be \"auto\", \"none\" or a path" : ""; }}),
+       option("dir", &S::dir, "Where checkpoints go; relative to the run directory.")}};
+  return table;
+}
+
+const HostTable<TrackerSettings>& tracker_table() {
+  static const HostTable<TrackerSettings> table{
+      "trackers", "[[trackers]]", "Taken by every tracker table, besides the tracker's own options.",
+      {option("required", &TrackerSettings::required,
+              "End the run when this tracker fails; by default a failure is a warning and the tracker stops.")}};
+  return table;
+}
+
+const HostTable<EvalSettings>& eval_data_table() {
+  static const HostTable<EvalSettings> table{
+      "eval_data", "[eval_data]", "A dataset for evaluation (`use` plus its options), and:",
+      {option("max_batches", &EvalSettings::max_batches,
+              "Batches per evaluation; the same batches every time, so evaluations compare.", {at_least<int64_t>(1)})}};
+  return table;
+}
+
+const HostTable<DistributedSettings>& distributed_table() {
+  using S = DistributedSettings;
+  static const HostTable<S> table{
+      "distributed", "[distributed]", "Data-parallel settings, read when the run has more than one rank.",
+      {option("backend", &S::backend, "\"gloo\" (CPU tensors), \"nccl\" (CUDA tensors) or \"auto\" (by run.device).",
+              {one_of({"auto", "gloo", "nccl"})}),
+       option("bucket_mb", &S::bucket_mb, "Gradient all-reduce bucket size in MB.", {above(0.0)}),
+       option("timeout_s", &S::timeout_s,
+              "Seconds to wait for the other ranks (meeting, every collective) before failing the run.",
+              {above(0.0)})}};
+  return table;
+}
+
+std::vector<HostTableDoc> host_table_docs() {
+  std::vector<HostTableDoc> out;
+  const auto add = [&](const auto& t) { out.push_back({t.name, t.title, t.summary, t.specs()}); };
+  add(run_table());
+  add(checkpoint_table());
+  add(tracker_table());
+  add(eval_data_table());
+  add(distributed_table());
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,130 @@
+#include "config/options.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "base/failure.hpp"
+
+namespace loom {
+
+std::string to_toml_text(const toml::node& node) {
+  constexpr auto flags = (toml::toml_formatter::default_flags & ~toml::format_flags::allow_literal_strings) |
+                         toml::format_flags::relaxed_float_precision;
+  std::ostringstream out;
+  out << toml::toml_formatter(node, flags);
+  return out.str();
+}
+
+std::string format_option_value(const OptionValue& value) {
+  return std::visit([](const auto& v) { return to_toml_text(toml::value<std::decay_t<decltype(v)>>(v)); }, value);
+}
+
+std::string source_position(const toml::source_region& src) {
+  std::ostringstream out;
+  out << (src.path ? *src.path : std::string("<manifest>"));
+  // A --set value's origin is "--set KEY" (manifest.cpp); its line:col would be meaningless.
+  const bool from_override = src.path && src.path->rfind("--set ", 0) == 0;
+  if (src.begin.line > 0 && !from_override) out << ':' << src.begin.line << ':' << src.begin.column;
+  return out.str();
+}
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1u : 0u)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Converts a manifest value to the declared type, or returns nullopt when it does not fit.
+std::optional<OptionValue> convert(const toml::node& node, loom_option_type type) {
+  switch (type) {
+    case LOOM_OPTION_TYPE_INT:
+      if (auto v = node.value_exact<int64_t>()) return *v;
+      break;
+    case LOOM_OPTION_TYPE_FLOAT:
+      if (auto v = node.value_exact<double>()) return *v;
+      if (auto v = node.value_exact<int64_t>()) return static_cast<double>(*v);
+      break;
+    case LOOM_OPTION_TYPE_BOOL:
+      if (auto v = node.value_exact<bool>()) return *v;
+      break;
+    case LOOM_OPTION_TYPE_STRING:
+      if (auto v = node.value_exact<std::string>()) return *v;
+      break;
+  }
+  return std::nullopt;
+}
+
+const char* toml_type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::string: return "string";
+    case toml::node_type::array: return "array";
+    case toml::node_type::table: return "table";
+    default: return "date/time";
+  }
+}
+
+}  // namespace
+
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, key.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(key, c);
+    if (d < best_distance) best = c, best_distance = d;
+  }
+  return best.empty() ? "" : "; did you mean \"" + best + "\"?";
+}
+
+std::map<std::string, OptionValue> resolve_options(const toml::table& table,
+                                                    const std::vector<OptionSpec>& specs,
+                                                    const std::string& who,
+                                                    const std::string& describe_hint,
+                                                    const std::vector<std::string>& reserved) {
+  std::map<std::string, OptionValue> values;
+  std::vector<std::string> names;
+  for (const auto& s : specs) names.push_back(s.name);
+
+  for (const auto& [key, node] : table) {
+    const std::string name(key.str());
+    if (std::find(reserved.begin(), reserved.end(), name) != reserved.end()) continue;
+    auto spec = std::find_if(specs.begin(), specs.end(), [&](const OptionSpec& s) { return s.name == name; });
+    if (spec == specs.end()) {
+      std::string known;
+      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+      throw usage_failure(source_position(key.source()) + ": " + who + ": unknown option \"" + name + "\"" +
+                          did_you_mean(name, names) + " (known: " + (known.empty() ? "none" : known) +
+                          "; " + describe_hint + ")");
+    }
+    auto value = convert(node, spec->type);
+    if (!value)
+      throw usage_failure(source_position(node) + ": " + who + ": option \"" + name + "\" must be " +
+                          option_type_name(spec->type) + ", not " + toml_type_name(node) + " (" +
+                          describe_hint + ")");
+    values[name] = *value;
+  }
+  for (const auto& spec : specs) {
+    if (values.count(spec.name)) continue;
+    if (spec.required)
+      throw usage_failure(source_position(table) + ": " + who + ": missing required option \"" + spec.name +
+                          "\" (" + option_type_name(spec.type) + ": " + spec.doc + "); add " + spec.name +
+                          " = ... to this table");
+    if (spec.default_text) values[spec.name] = parse_default(spec);
+  }
+  return values;
+}
+
+}  // namespace loom

@@ -1,0 +1,57 @@
+#include "config/resume_check.hpp"
+
+#include <map>
+#include <toml++/toml.h>
+
+#include "base/failure.hpp"
+#include "config/options.hpp"
+
+namespace loom {
+namespace {
+
+// Keys whose change alters what the resumed run computes from here on.
+const std::vector<std::string> kBreakingPrefixes = {"model.", "data.", "run.seed", "run.grad_accum"};
+
+void flatten(const toml::node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (const auto* table = node.as_table()) {
+    for (const auto& [key, value] : *table)
+      flatten(value, prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str()), out);
+  } else if (const auto* array = node.as_array()) {
+    for (size_t i = 0; i < array->size(); ++i) flatten(*array->get(i), prefix + "." + std::to_string(i), out);
+  } else {
+    out[prefix] = to_toml_text(node);
+  }
+}
+
+bool breaking(const std::string& key) {
+  for (const auto& p : kBreakingPrefixes)
+    if (key.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> check_resume_manifest(const std::string& saved_toml, const std::string& current_toml,
+                                               const std::string& checkpoint) {
+  std::map<std::string, std::string> saved, current;
+  flatten(toml::parse(saved_toml), "", saved);
+  flatten(toml::parse(current_toml), "", current);
+  std::vector<std::string> harmless;
+  auto report = [&](const std::string& key, const std::string& before, const std::string& after) {
+    if (breaking(key))
+      throw usage_failure(checkpoint + ": cannot resume: " + key + " was " + before + " and is now " + after +
+                          ", which would not continue the same run; restore it, or start a new run "
+                          "(another run.name, or [checkpoint] resume = \"none\" in a fresh directory)");
+    harmless.push_back(key + ": " + before + " -> " + after);
+  };
+  for (const auto& [key, value] : saved) {
+    auto it = current.find(key);
+    if (it == current.end()) report(key, value, "(unset)");
+    else if (it->second != value) report(key, value, it->second);
+  }
+  for (const auto& [key, value] : current)
+    if (!saved.count(key)) report(key, "(unset)", value);
+  return harmless;
+}
+
+}  // namespace loom

@@ -1,0 +1,159 @@
+#include "dist/communicator.hpp"
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstring>
+
+#include "base/failure.hpp"
+#ifdef LOOM_WITH_NCCL
+#include "dist/nccl_comm.hpp"
+#else
+namespace loom {
+class NcclComm {};  // never created without NCCL; complete so the owning pointer can be destroyed
+}  // namespace loom
+#endif
+
+namespace loom {
+
+bool Communicator::nccl_available() {
+#ifdef LOOM_WITH_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout, bool nccl, int cuda_device)
+    : env_(env) {
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(env.master_port);
+    options.isServer = env.rank == 0 && !env.agent_store;  // under torchrun every rank is a client
+    options.numWorkers = static_cast<size_t>(env.world_size);
+    options.waitWorkers = false;  // ranks check in below, so a timeout can say who is missing
+    options.timeout = timeout;
+    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    check_in(timeout);
+    auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr == "localhost"
+                                                                                ? std::string("127.0.0.1")
+                                                                                : env.master_addr));
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env.rank, env.world_size, gloo);
+#ifdef LOOM_WITH_NCCL
+    if (nccl) nccl_ = std::make_unique<NcclComm>(*store_, env.rank, env.world_size, cuda_device);
+#else
+    if (nccl) throw runtime_failure("this host was built without NCCL");
+    (void)cuda_device;
+#endif
+  } catch (const Failure&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    throw runtime_failure("distributed: rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
+                          " could not meet the others at " + where + " within " +
+                          std::to_string(timeout.count() / 1000) + " s (" + message.substr(0, message.find('\n')) +
+                          "); check that every rank started, MASTER_ADDR/MASTER_PORT, and [distributed] timeout_s");
+  }
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::check_in(std::chrono::milliseconds timeout) {
+  store_->set("loom/joined/" + std::to_string(env_.rank), std::vector<uint8_t>{1});
+  std::vector<std::string> keys;
+  for (int r = 0; r < env_.world_size; ++r) keys.push_back("loom/joined/" + std::to_string(r));
+  try {
+    store_->wait(keys, timeout);
+  } catch (const std::exception&) {
+    std::string missing;
+    for (int r = 0; r < env_.world_size; ++r)
+      if (!store_->check({keys[static_cast<size_t>(r)]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    throw runtime_failure("distributed: rank(s) " + missing + " of " + std::to_string(env_.world_size) +
+                          " did not join within " + std::to_string(timeout.count() / 1000) +
+                          " s; start every rank (or raise [distributed] timeout_s)");
+  }
+}
+
+#ifdef LOOM_WITH_NCCL
+#define LOOM_NCCL_OR(t, nccl_call)      \
+  if (nccl_ && (t).is_cuda()) {       \
+    guarded("nccl", [&] { nccl_call; }); \
+    return;                            \
+  }
+#else
+#define LOOM_NCCL_OR(t, nccl_call)
+#endif
+
+template <class Call>
+void Communicator::guarded(const char* what, Call&& call) {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    throw runtime_failure(std::string("distributed: ") + what + " failed on rank " + std::to_string(env_.rank) +
+                          ": " + message.substr(0, message.find('\n')) +
+                          "; another rank exited or stopped responding (see its log)");
+  }
+}
+
+void Communicator::allreduce_sum(at::Tensor& t) {
+  LOOM_NCCL_OR(t, nccl_->allreduce(t, false));
+  guarded("all-reduce", [&] {
+    std::vector<at::Tensor> one{t};
+    group_->allreduce(one)->wait();
+  });
+}
+
+void Communicator::allreduce_max(at::Tensor& t) {
+  LOOM_NCCL_OR(t, nccl_->allreduce(t, true));
+  guarded("all-reduce", [&] {
+    std::vector<at::Tensor> one{t};
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::MAX;
+    group_->allreduce(one, options)->wait();
+  });
+}
+
+void Communicator::start_allreduce(at::Tensor& t) {
+  LOOM_NCCL_OR(t, nccl_->allreduce(t, false));  // stream-ordered: nothing to wait for
+  guarded("gradient all-reduce", [&] {
+    std::vector<at::Tensor> one{t};
+    pending_.push_back(group_->allreduce(one));
+  });
+}
+
+void Communicator::wait_all() {
+  guarded("gradient all-reduce", [&] {
+    for (auto& work : pending_) work->wait();
+  });
+  pending_.clear();
+}
+
+void Communicator::broadcast(at::Tensor& t, int root) {
+  LOOM_NCCL_OR(t, nccl_->broadcast(t, root));
+  guarded("broadcast", [&] {
+    std::vector<at::Tensor> one{t};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    group_->broadcast(one, options)->wait();
+  });
+}
+
+std::vector<std::string> Communicator::allgather_bytes(const std::string& mine) {
+  // Sizes first, then every rank's bytes padded to the largest.
+  at::Tensor sizes = at::zeros({env_.world_size}, at::kLong);
+  sizes[env_.rank] = static_cast<int64_t>(mine.size());
+  allreduce_sum(sizes);
+  const int64_t longest = sizes.max().item<int64_t>();
+  at::Tensor all = at::zeros({env_.world_size, std::max<int64_t>(longest, 1)}, at::kByte);
+  if (!mine.empty()) std::memcpy(all[env_.rank].data_ptr(), mine.data(), mine.size());
+  allreduce_sum(all);  // each row is zero except on its owner: the sum is a gather
+  std::vector<std::string> out;
+  for (int r = 0; r < env_.world_size; ++r)
+    out.emplace_back(static_cast<const char*>(all[r].data_ptr()), static_cast<size_t>(sizes[r].item<int64_t>()));
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,59 @@
+// communicator.hpp: collectives between the ranks of a data-parallel run, on LibTorch's own
+// engines: ranks meet at a c10d TCPStore, and ProcessGroupGloo moves CPU tensors. Every
+// failure (a rank that died, a timeout) becomes one runtime Failure that says what happened.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/dist_env.hpp"
+
+namespace c10d {
+class ProcessGroup;
+class Store;
+class Work;
+}  // namespace c10d
+
+namespace loom {
+
+class NcclComm;
+
+class Communicator {
+ public:
+  // Blocks until all world_size ranks have met, or throws after `timeout`. With nccl, CUDA
+  // tensors go through NCCL on `cuda_device`; CPU tensors always go through Gloo.
+  Communicator(const DistEnv& env, std::chrono::milliseconds timeout, bool nccl = false, int cuda_device = 0);
+  // Whether this host was built with the NCCL path (LOOM_WITH_NCCL).
+  static bool nccl_available();
+  ~Communicator();
+
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world_size; }
+
+  void allreduce_sum(at::Tensor& t);
+  void allreduce_max(at::Tensor& t);
+  // Starts summing t in place without waiting; wait_all() waits for every one started.
+  void start_allreduce(at::Tensor& t);
+  void wait_all();
+  void broadcast(at::Tensor& t, int root);
+  // Every rank's bytes, in rank order.
+  std::vector<std::string> allgather_bytes(const std::string& mine);
+
+ private:
+  template <class Call>
+  void guarded(const char* what, Call&& call);
+  // Every rank registers in the store; throws naming the ranks that never did.
+  void check_in(std::chrono::milliseconds timeout);
+
+  DistEnv env_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> pending_;
+  std::unique_ptr<NcclComm> nccl_;  // null unless the run uses NCCL
+};
+
+}  // namespace loom

@@ -1,0 +1,77 @@
+#include "dist/nccl_comm.hpp"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "base/failure.hpp"
+
+namespace loom {
+namespace {
+
+void check_nccl(ncclResult_t result, const char* what) {
+  if (result != ncclSuccess)
+    throw runtime_failure(std::string("nccl: ") + what + " failed: " + ncclGetErrorString(result) +
+                          "; see NCCL_DEBUG=INFO output for the cause");
+}
+
+void check_cuda(cudaError_t result, const char* what) {
+  if (result != cudaSuccess) throw runtime_failure(std::string("cuda: ") + what + " failed: " + cudaGetErrorString(result));
+}
+
+ncclDataType_t nccl_type(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return ncclFloat32;
+    case at::kDouble: return ncclFloat64;
+    case at::kHalf: return ncclFloat16;
+    case at::kBFloat16: return ncclBfloat16;
+    case at::kLong: return ncclInt64;
+    case at::kInt: return ncclInt32;
+    case at::kByte: return ncclUint8;
+    default: throw runtime_failure(std::string("nccl: no NCCL type for ") + c10::toString(type));
+  }
+}
+
+}  // namespace
+
+struct NcclComm::Impl {
+  ncclComm_t comm = nullptr;
+};
+
+NcclComm::NcclComm(c10d::Store& store, int rank, int world_size, int device) : impl_(std::make_unique<Impl>()) {
+  check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  ncclUniqueId id;
+  const std::string key = "loom/nccl_unique_id";
+  if (rank == 0) {
+    check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    store.set(key, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&id), reinterpret_cast<uint8_t*>(&id) + sizeof(id)));
+  } else {
+    const std::vector<uint8_t> bytes = store.get(key);  // waits up to the store's timeout
+    if (bytes.size() != sizeof(id)) throw runtime_failure("nccl: the unique id in the store has the wrong size");
+    std::memcpy(&id, bytes.data(), sizeof(id));
+  }
+  check_nccl(ncclCommInitRank(&impl_->comm, world_size, id, rank), "ncclCommInitRank");
+}
+
+NcclComm::~NcclComm() {
+  if (impl_ && impl_->comm) ncclCommDestroy(impl_->comm);
+}
+
+void NcclComm::allreduce(at::Tensor& t, bool max) {
+  if (!t.is_cuda() || !t.is_contiguous()) throw runtime_failure("nccl: all-reduce needs a contiguous CUDA tensor");
+  check_nccl(ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t.scalar_type()),
+                           max ? ncclMax : ncclSum, impl_->comm, /*stream=*/nullptr),
+             "ncclAllReduce");
+}
+
+void NcclComm::broadcast(at::Tensor& t, int root) {
+  if (!t.is_cuda() || !t.is_contiguous()) throw runtime_failure("nccl: broadcast needs a contiguous CUDA tensor");
+  check_nccl(ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t.scalar_type()),
+                           root, impl_->comm, /*stream=*/nullptr),
+             "ncclBroadcast");
+}
+
+}  // namespace loom

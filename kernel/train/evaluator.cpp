@@ -1,0 +1,33 @@
+#include "train/evaluator.hpp"
+
+#include <cmath>
+
+namespace loom {
+
+Evaluator::Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device, Precision precision,
+                     Communicator* comm)
+    : data_(data), max_batches_(max_batches), device_(device), precision_(precision), comm_(comm) {
+  if (data_.has_state()) start_state_ = data_.save_state();
+}
+
+MetricList Evaluator::run(ModelInstance& model) {
+  if (data_.has_state()) data_.load_state(start_state_);  // the same batches as last time
+  at::NoGradGuard no_grad;
+  const AutocastScope autocast(precision_, device_);
+  model.set_training(false);
+  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kDouble));
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < max_batches_; ++i) {
+    const Batch b = data_.next();
+    loss_sum += model.loss_sum(b.inputs.to(device_), b.targets.to(device_)).to(at::kDouble);
+    tokens += b.tokens;
+  }
+  model.set_training(true);
+  at::Tensor totals = at::stack({loss_sum.to(at::kCPU), at::full({}, static_cast<double>(tokens), at::kDouble)});
+  if (comm_) comm_->allreduce_sum(totals);
+  tokens = static_cast<int64_t>(totals[1].item<double>());
+  const double loss = totals[0].item<double>() / static_cast<double>(std::max<int64_t>(tokens, 1));
+  return {{"eval_loss", loss}, {"eval_ppl", std::exp(loss)}, {"eval_tokens", static_cast<double>(tokens)}};
+}
+
+}  // namespace loom

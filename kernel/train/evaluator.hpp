@@ -1,0 +1,31 @@
+// evaluator.hpp: evaluation on [eval_data] when a hook asks for it (control.request_eval):
+// the model in eval mode, no gradients, the same max_batches batches every time, so that
+// successive evaluations compare.
+#pragma once
+
+#include "dist/communicator.hpp"
+#include "train/device.hpp"
+#include "abi/observer_components.hpp"
+#include "train/pipeline.hpp"
+
+namespace loom {
+
+class Evaluator {
+ public:
+  // comm: sums the loss over every rank's shard (null in a single-process run).
+  // precision: the run's; bf16 evaluates under the same autocast as training.
+  Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device, Precision precision,
+            Communicator* comm);
+  // eval_loss (mean per token), eval_ppl and eval_tokens.
+  MetricList run(ModelInstance& model);
+
+ private:
+  DatasetInstance& data_;
+  int64_t max_batches_;
+  at::Device device_;
+  Precision precision_;
+  Communicator* comm_;
+  std::string start_state_;  // the dataset's position before the first evaluation
+};
+
+}  // namespace loom

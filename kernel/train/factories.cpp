@@ -1,0 +1,77 @@
+#include "train/factories.hpp"
+
+#include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "base/failure.hpp"
+#include "train/cpu_memory.hpp"
+#include "train/device.hpp"
+#include "train/peak_flops.hpp"
+#include "train/trainer.hpp"
+
+namespace loom {
+
+void apply_run_settings(const RunSettings& run, const at::Device& device) {
+  if (run.threads > 0) at::set_num_threads(static_cast<int>(run.threads));
+  if (run.cpu_memory_cache) keep_freed_cpu_memory();
+  apply_determinism(run.deterministic);
+  apply_precision(run.precision, device);
+  spdlog::info("device {} ({}), precision {}", device.str(), run.device, precision_name(run.precision));
+  at::manual_seed(static_cast<uint64_t>(run.seed));
+}
+
+bool uses_nccl(const DistributedSettings& distributed, const at::Device& device) {
+  return distributed.backend == "nccl" || (distributed.backend == "auto" && device.is_cuda());
+}
+
+void check_run_plan(const RunPlan& plan, const DistEnv& env) {
+  const at::Device device = resolve_device(plan.run.device, env.local_rank, plan.run.device_at);
+  if (env.world_size <= 1 || !uses_nccl(plan.distributed, device)) return;
+  if (!Communicator::nccl_available())
+    throw usage_failure("[distributed] backend nccl: this host was built without NCCL (no CUDA toolkit with NCCL "
+                        "at build time); use backend = \"gloo\" with run.device = \"cpu\"");
+  if (!device.is_cuda())
+    throw usage_failure("[distributed] backend nccl moves CUDA tensors; set run.device = \"cuda\" or use gloo");
+}
+
+std::unique_ptr<Communicator> build_communicator(const RunPlan& plan, const DistEnv& env, const at::Device& device) {
+  if (env.world_size <= 1) return nullptr;
+  const bool nccl = uses_nccl(plan.distributed, device);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(1e3 * plan.distributed.timeout_s));
+  auto comm = std::make_unique<Communicator>(env, timeout, nccl, device.has_index() ? device.index() : 0);
+  spdlog::info("rank {} of {} joined through {}:{} ({}, {})", env.rank, env.world_size, env.master_addr,
+               env.master_port, env.launcher, nccl ? "nccl" : "gloo");
+  return comm;
+}
+
+std::unique_ptr<GradientSync> build_gradient_sync(const RunPlan& plan, Pipeline& pipeline, Communicator* comm) {
+  if (!comm) return nullptr;
+  for (at::Tensor buffer : pipeline.flat.param_buffers()) comm->broadcast(buffer, 0);
+  const auto bucket_bytes = static_cast<int64_t>(plan.distributed.bucket_mb * 1024 * 1024);
+  return std::make_unique<GradientSync>(pipeline.model.params(), pipeline.flat, *comm, bucket_bytes);
+}
+
+std::unique_ptr<Evaluator> build_evaluator(const RunPlan& plan, Pipeline& pipeline, const at::Device& device,
+                                           Communicator* comm) {
+  if (!pipeline.eval_data) return nullptr;
+  return std::make_unique<Evaluator>(*pipeline.eval_data, plan.eval.max_batches, device, plan.run.precision, comm);
+}
+
+std::unique_ptr<CheckpointManager> build_checkpoints(const RunPlan& plan, Pipeline& pipeline,
+                                                     const std::string& run_dir) {
+  if (!pipeline.checkpoint) return nullptr;
+  return std::make_unique<CheckpointManager>(plan.checkpoint, *pipeline.checkpoint, *plan.registry, run_dir);
+}
+
+MfuBaseline build_mfu_baseline(ModelInstance& model, const RunSettings& run, const at::Device& device) {
+  MfuBaseline out{model.flops_per_token(), run.peak_flops};
+  if (out.flops_per_token > 0 && out.peak_flops <= 0) {
+    out.peak_flops = measure_peak_flops(device);
+    spdlog::info("MFU is reported against the fp32 GEMM peak measured now: {:.1f} GFLOP/s", out.peak_flops / 1e9);
+  }
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,50 @@
+// factories.hpp: factories that assemble a run's parts from its plan, so that the trainer's
+// constructor reads as a list. Each returns null where the plan has no such part.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+
+#include "checkpoint/checkpoint_manager.hpp"
+#include "dist/communicator.hpp"
+#include "dist/dist_env.hpp"
+#include "train/evaluator.hpp"
+#include "train/grad_sync.hpp"
+#include "train/pipeline.hpp"
+#include "train/run_plan.hpp"
+
+namespace loom {
+
+// Process-wide switches from [run]: LibTorch's threads, the CPU memory cache, determinism,
+// precision, and the seed of the default generator (dropout draws from it).
+void apply_run_settings(const RunSettings& run, const at::Device& device);
+
+// Whether the collectives on the run's tensors go through NCCL ([distributed] backend).
+bool uses_nccl(const DistributedSettings& distributed, const at::Device& device);
+
+// Collectives between the ranks; null in a single-process run. Blocks until every rank joined.
+std::unique_ptr<Communicator> build_communicator(const RunPlan& plan, const DistEnv& env, const at::Device& device);
+
+// The gradient all-reduce that overlaps backward; null without comm. First makes every rank
+// start from rank 0's weights, whatever its own init drew.
+std::unique_ptr<GradientSync> build_gradient_sync(const RunPlan& plan, Pipeline& pipeline, Communicator* comm);
+
+// Evaluation on [eval_data]; null without it.
+std::unique_ptr<Evaluator> build_evaluator(const RunPlan& plan, Pipeline& pipeline, const at::Device& device,
+                                           Communicator* comm);
+
+// Saving and resuming; null without [checkpoint].
+std::unique_ptr<CheckpointManager> build_checkpoints(const RunPlan& plan, Pipeline& pipeline,
+                                                     const std::string& run_dir);
+
+// What MFU (model FLOPs utilization) is measured against; zero when the model reports no
+// FLOPs per token, and then no MFU is logged.
+struct MfuBaseline {
+  double flops_per_token = 0;  // the model's count
+  double peak_flops = 0;       // run.peak_flops, or the fp32 GEMM peak measured now
+};
+MfuBaseline build_mfu_baseline(ModelInstance& model, const RunSettings& run, const at::Device& device);
+
+}  // namespace loom

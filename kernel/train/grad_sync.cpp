@@ -1,0 +1,76 @@
+#include "train/grad_sync.hpp"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "base/failure.hpp"
+
+namespace loom {
+namespace {
+
+// Runs after the accumulator has added this micro-batch's gradient into the flat buffer.
+struct ReadyHook final : torch::autograd::FunctionPostHook {
+  std::function<void()> ready;
+  explicit ReadyHook(std::function<void()> f) : ready(std::move(f)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    ready();
+    return outputs;
+  }
+};
+
+}  // namespace
+
+GradientSync::GradientSync(const std::vector<ModelParam>& params, const FlatParams& flat, Communicator& comm,
+                           int64_t bucket_bytes)
+    : comm_(comm), buckets_(flat.grad_buckets(bucket_bytes)) {
+  bucket_size_.assign(buckets_.size(), 0);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& grad = params[i].tensor->grad();
+    const char* begin = static_cast<const char*>(grad.data_ptr());
+    const char* end = begin + grad.nbytes();
+    std::vector<size_t> touched;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      const char* bucket_begin = static_cast<const char*>(buckets_[b].data_ptr());
+      const char* bucket_end = bucket_begin + buckets_[b].nbytes();
+      if (begin < bucket_end && bucket_begin < end) touched.push_back(b), ++bucket_size_[b];
+    }
+    param_buckets_.push_back(std::move(touched));
+    auto accumulator = torch::autograd::impl::grad_accumulator(*params[i].tensor);
+    if (!accumulator) throw runtime_failure("parameter \"" + params[i].name + "\" has no gradient accumulator");
+    accumulator->add_post_hook(std::make_unique<ReadyHook>([this, i] { on_gradient_ready(i); }));
+    accumulators_.push_back(std::move(accumulator));
+  }
+  missing_ = bucket_size_;
+  started_.assign(buckets_.size(), false);
+}
+
+GradientSync::~GradientSync() = default;
+
+void GradientSync::arm() {
+  armed_ = true;
+  missing_ = bucket_size_;
+  started_.assign(buckets_.size(), false);
+  started_early_ = 0;
+}
+
+void GradientSync::on_gradient_ready(size_t param_index) {
+  if (!armed_) return;  // micro-batches before the last accumulate locally
+  for (size_t b : param_buckets_[param_index]) {
+    if (--missing_[b] == 0 && !started_[b]) {
+      comm_.start_allreduce(buckets_[b]);
+      started_[b] = true;
+      ++started_early_;
+    }
+  }
+}
+
+double GradientSync::finish() {
+  armed_ = false;
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (!started_[b]) comm_.start_allreduce(buckets_[b]);
+  comm_.wait_all();
+  return buckets_.empty() ? 0.0 : static_cast<double>(started_early_) / static_cast<double>(buckets_.size());
+}
+
+}  // namespace loom

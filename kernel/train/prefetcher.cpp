@@ -1,0 +1,54 @@
+#include "train/prefetcher.hpp"
+
+namespace loom {
+
+Prefetcher::Prefetcher(DatasetInstance& dataset, size_t depth, const at::Device& device)
+    : dataset_(dataset), depth_(depth < 1 ? 1 : depth), device_(device), thread_([this] { produce(); }) {}
+
+Prefetcher::~Prefetcher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void Prefetcher::produce() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });
+      if (stop_) return;
+    }
+    try {
+      Batch batch = dataset_.next();  // outside the lock: the consumer keeps going meanwhile
+      if (device_.is_cuda()) {  // page-locked host memory lets the copy overlap compute
+        batch.inputs = batch.inputs.pin_memory().to(device_, /*non_blocking=*/true);
+        batch.targets = batch.targets.pin_memory().to(device_, /*non_blocking=*/true);
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(batch));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failure_ = std::current_exception();
+      stop_ = true;
+    }
+    changed_.notify_all();
+  }
+}
+
+Batch Prefetcher::pop() {
+  Batch batch;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return !queue_.empty() || failure_ != nullptr; });
+    if (queue_.empty()) std::rethrow_exception(failure_);
+    batch = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  changed_.notify_all();  // after unlocking: the producer wakes to a free mutex
+  return batch;
+}
+
+}  // namespace loom

@@ -1,0 +1,41 @@
+// prefetcher.hpp: draws batches from the dataset on a background thread into a bounded
+// queue, so data time hides behind compute. One producer calls the dataset in order, which
+// keeps the batch sequence deterministic.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "abi/compute_components.hpp"
+
+namespace loom {
+
+class Prefetcher {
+ public:
+  // On CUDA devices batches are pinned and copied with non_blocking on this thread.
+  Prefetcher(DatasetInstance& dataset, size_t depth, const at::Device& device);
+  ~Prefetcher();  // stops and joins the producer
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  // The next batch; rethrows what the producer failed with.
+  Batch pop();
+
+ private:
+  void produce();
+
+  DatasetInstance& dataset_;
+  const size_t depth_;
+  const at::Device device_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Batch> queue_;
+  std::exception_ptr failure_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after every other member exists
+};
+
+}  // namespace loom

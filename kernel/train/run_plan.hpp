@@ -1,0 +1,66 @@
+// run_plan.hpp: everything the trainer needs to run, as config/plan.cpp resolved it from the
+// manifest: host settings (defaults live in these structs, once) and, per slot, the chosen
+// component with its validated options. Plain data: no TOML, no manifest positions beyond
+// the ones kept for messages.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "abi/instance.hpp"
+#include "abi/registry.hpp"
+#include "checkpoint/checkpoint_settings.hpp"
+#include "train/precision.hpp"
+
+namespace loom {
+
+// [run]
+struct RunSettings {
+  std::string name = "run", dir = "runs";
+  int64_t seed = 0;
+  int64_t steps = 100;
+  std::string device = "auto";      // resolved per rank by resolve_device (train/device.hpp)
+  std::string device_at = "[run]";  // where the manifest set it, for error messages
+  Precision precision = Precision::fp32;
+  bool deterministic = false;
+  int64_t grad_accum = 1;
+  double clip_grad_norm = 1.0;      // 0: no clipping
+  int64_t log_every = 10;
+  int64_t threads = 0;              // 0: LibTorch's default
+  bool cpu_memory_cache = true;
+  double peak_flops = 0.0;          // 0: measure
+};
+
+// [distributed]: how ranks talk (the ranks themselves come from the launcher's variables).
+struct DistributedSettings {
+  std::string backend = "auto";  // "auto", "gloo" or "nccl"
+  double bucket_mb = 25;         // gradient all-reduce bucket size
+  double timeout_s = 300;        // a rank that does not answer within this fails the run
+};
+
+// [eval_data]'s host-side option (the dataset's own options go to its slot).
+struct EvalSettings {
+  int64_t max_batches = 50;
+};
+
+struct RunPlan {
+  RunSettings run;
+  DistributedSettings distributed;
+  CheckpointSettings checkpoint;
+  EvalSettings eval;
+  SlotConfig model, data, optimizer, schedule;
+  SlotConfig checkpoint_backend;        // component null without [checkpoint]
+  SlotConfig eval_data;                 // component null without [eval_data]; read when a hook
+                                        // requests evaluation
+  std::vector<SlotConfig> trackers, hooks;
+  std::string resolved_manifest;        // TOML, every default filled in; written to the run directory
+  const Registry* registry = nullptr;   // what resolved it; lives as long as the run
+  // Compares the resolved manifest a checkpoint was written with against this run's: returns
+  // the harmless differences ("key: old -> new"), throws a usage Failure for a breaking one.
+  // Supplied by config (it knows which keys change the math), called by the trainer on resume.
+  std::function<std::vector<std::string>(const std::string& saved, const std::string& checkpoint)>
+      manifest_changes;
+};
+
+}  // namespace loom

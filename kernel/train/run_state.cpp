@@ -1,0 +1,149 @@
+#include "train/run_state.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <sstream>
+
+#include "base/failure.hpp"
+
+namespace loom {
+namespace {
+
+constexpr int kMetadataVersion = 1;
+
+at::Tensor cpu_copy(const at::Tensor& t) {
+  return t.detach().to(at::kCPU, t.scalar_type(), /*non_blocking=*/false, /*copy=*/true).contiguous();
+}
+
+at::Tensor bytes_tensor(const std::string& bytes) {
+  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string tensor_bytes(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), c.nbytes());
+}
+
+const at::Tensor& require(const LoadedCheckpoint& loaded, const std::string& name, const std::string& origin) {
+  auto it = loaded.tensors.find(name);
+  if (it == loaded.tensors.end())
+    throw runtime_failure(origin + ": checkpoint has no tensor \"" + name +
+                          "\"; it was written by a different model or optimizer configuration");
+  return it->second;
+}
+
+std::string describe(const at::Tensor& t) {
+  std::ostringstream out;
+  out << c10::toString(t.scalar_type()) << t.sizes();
+  return out.str();
+}
+
+void copy_into(at::Tensor& live, const at::Tensor& saved, const std::string& name, const std::string& origin) {
+  if (live.sizes() != saved.sizes() || live.scalar_type() != saved.scalar_type())
+    throw runtime_failure(origin + ": \"" + name + "\" is " + describe(saved) + " in the checkpoint but " +
+                          describe(live) + " in this run; resume with the manifest that wrote it");
+  at::NoGradGuard no_grad;
+  live.detach().copy_(saved);
+}
+
+// Where the model lives: the device of its parameters (the run's device).
+at::Device model_device(Pipeline& p) {
+  const auto params = p.model.params();
+  return params.empty() ? at::Device(at::kCPU) : params.front().tensor->device();
+}
+
+// "hooks[0]/early_stop": a component's state, found again by slot and name.
+template <class Instance>
+std::string state_name(const Instance& instance) {
+  return instance.slot() + "/" + instance.component().name;
+}
+
+}  // namespace
+
+Snapshot capture_snapshot(Pipeline& p, const Progress& progress, const std::vector<std::string>& data_states,
+                          const std::string& resolved_manifest) {
+  Snapshot s;
+  s.step = progress.step;
+  for (const ModelParam& param : p.model.params()) s.tensors.emplace_back("model/" + param.name, cpu_copy(*param.tensor));
+  for (const auto& [name, tensor] : p.optimizer.state()) s.tensors.emplace_back("optimizer/" + name, cpu_copy(*tensor));
+  {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    s.tensors.emplace_back("rng/cpu", cpu_copy(at::Tensor(gen.get_state())));
+  }
+  if (const at::Device device = model_device(p); device.is_cuda()) {  // dropout on the GPU draws from it
+    at::Generator gen = at::globalContext().defaultGenerator(device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    s.tensors.emplace_back("rng/cuda", cpu_copy(at::Tensor(gen.get_state())));
+  }
+  for (size_t r = 0; r < data_states.size(); ++r)
+    s.tensors.emplace_back("data/rank" + std::to_string(r), bytes_tensor(data_states[r]));
+  for (size_t i = 0; i < p.hooks.size(); ++i)
+    if (p.hooks[i].has_state()) s.tensors.emplace_back(state_name(p.hooks[i]), bytes_tensor(p.hooks[i].save_state()));
+  for (size_t i = 0; i < p.trackers.size(); ++i)
+    if (p.trackers[i].has_state())
+      s.tensors.emplace_back(state_name(p.trackers[i]), bytes_tensor(p.trackers[i].save_state()));
+  const nlohmann::json metadata = {{"format", "loom-checkpoint"},
+                                   {"version", kMetadataVersion},
+                                   {"step", progress.step},
+                                   {"tokens", progress.tokens},
+                                   {"elapsed_s", progress.elapsed_s},
+                                   {"world_size", data_states.size()},
+                                   {"manifest", resolved_manifest}};
+  s.metadata_json = metadata.dump();
+  return s;
+}
+
+RestoredRun read_restored_run(const LoadedCheckpoint& loaded, const std::string& origin) {
+  RestoredRun out;
+  try {
+    const nlohmann::json m = nlohmann::json::parse(loaded.metadata_json);
+    if (m.at("format") != "loom-checkpoint") throw std::runtime_error("not a Loom checkpoint");
+    if (m.at("version").get<int>() > kMetadataVersion)
+      throw std::runtime_error("written by a newer Loom (metadata version " + m.at("version").dump() + ")");
+    out.step = m.at("step").get<int64_t>();
+    out.tokens = m.at("tokens").get<int64_t>();
+    out.elapsed_s = m.at("elapsed_s").get<double>();
+    out.world_size = m.at("world_size").get<int>();
+    out.resolved_manifest = m.at("manifest").get<std::string>();
+  } catch (const std::exception& e) {
+    throw runtime_failure(origin + ": unreadable checkpoint metadata: " + e.what());
+  }
+  for (int r = 0; r < out.world_size; ++r)
+    out.data_states.push_back(tensor_bytes(require(loaded, "data/rank" + std::to_string(r), origin)));
+  return out;
+}
+
+void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::string& origin) {
+  for (const ModelParam& param : p.model.params())
+    copy_into(*param.tensor, require(loaded, "model/" + param.name, origin), "model/" + param.name, origin);
+  for (const auto& [name, tensor] : p.optimizer.state())
+    copy_into(*tensor, require(loaded, "optimizer/" + name, origin), "optimizer/" + name, origin);
+  {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(require(loaded, "rng/cpu", origin));
+  }
+  // A checkpoint written on a GPU resumes on the CPU (its rng/cuda is not needed there) and
+  // the reverse (the GPU generator keeps its seed-derived state).
+  if (const at::Device device = model_device(p); device.is_cuda()) {
+    if (auto it = loaded.tensors.find("rng/cuda"); it != loaded.tensors.end()) {
+      at::Generator gen = at::globalContext().defaultGenerator(device);
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(it->second);
+    }
+  }
+  // Hooks and trackers added since the checkpoint simply start fresh.
+  for (auto& hook : p.hooks)
+    if (auto it = loaded.tensors.find(state_name(hook)); hook.has_state() && it != loaded.tensors.end())
+      hook.load_state(tensor_bytes(it->second));
+  for (auto& tracker : p.trackers)
+    if (auto it = loaded.tensors.find(state_name(tracker)); tracker.has_state() && it != loaded.tensors.end())
+      tracker.load_state(tensor_bytes(it->second));
+}
+
+}  // namespace loom

@@ -1,0 +1,40 @@
+// run_state.hpp: a live pipeline as a checkpoint's contents and back (docs/design.md
+// "Checkpoints"): everything needed to continue a run exactly, as named CPU tensors plus JSON
+// metadata. The checkpoint layer stores and reads them; this file knows what they mean.
+//
+// Tensor names: model/<param>, optimizer/<state>, rng/cpu, rng/cuda (runs on a GPU), data/rank<r>, and
+// <slot>/<component> (e.g. hooks[0]/early_stop) for hooks and trackers that keep state.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "abi/checkpoint_backend.hpp"
+#include "checkpoint/snapshot.hpp"
+#include "train/pipeline.hpp"
+#include "train/progress.hpp"
+
+namespace loom {
+
+// Copies the pipeline's state at a step boundary. data_states: every rank's dataset position
+// after the last batch consumed (not produced: the prefetcher runs ahead), in rank order.
+Snapshot capture_snapshot(Pipeline& p, const Progress& progress, const std::vector<std::string>& data_states,
+                          const std::string& resolved_manifest);
+
+struct RestoredRun {
+  int64_t step = 0, tokens = 0;
+  double elapsed_s = 0;
+  int world_size = 1;                    // of the run that wrote the checkpoint
+  std::vector<std::string> data_states;  // per rank; load before prefetching starts
+  std::string resolved_manifest;         // of the run that wrote the checkpoint
+};
+
+// Reads counters, manifest and data position; throws a runtime Failure when the metadata is
+// not Loom's. `origin` names the checkpoint for messages.
+RestoredRun read_restored_run(const LoadedCheckpoint& loaded, const std::string& origin);
+
+// Copies model parameters, optimizer state, RNG state and hook and tracker state into the
+// pipeline; throws a runtime Failure naming what does not fit (missing tensor, other shape).
+void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::string& origin);
+
+}  // namespace loom

@@ -1,0 +1,325 @@
+// trainer.cpp: the training loop of docs/design.md "One training step". run() reads top to
+// bottom; each phase is one method below it, in the order a step runs them.
+#include "train/trainer.hpp"
+
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <memory>
+
+#include "base/failure.hpp"
+#include "base/signals.hpp"
+#include "train/factories.hpp"
+#include "train/device.hpp"
+#include "train/events.hpp"
+#include "train/log_window.hpp"
+#include "train/prefetcher.hpp"
+#include "train/progress.hpp"
+#include "train/run_state.hpp"
+
+namespace loom {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// resume: continue an interrupted run exactly (data position, counters, trackers' state).
+// rollback: a hook undoes a bad stretch: weights, optimizer and RNG go back to the checkpoint,
+// the data goes on from where it is, so the batches that caused the trouble are not replayed.
+enum class Restore { resume, rollback };
+
+class Trainer {
+ public:
+  Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv& env)
+      : plan_(plan),
+        settings_(plan.run),
+        device_(resolve_device(settings_.device, env.local_rank, settings_.device_at)),
+        run_dir_(run_dir) {
+    apply_run_settings(settings_, device_);
+    comm_ = build_communicator(plan, env, device_);
+    RunContext context;
+    context.run_dir = run_dir;
+    context.device = device_.str();
+    context.seed = static_cast<uint64_t>(settings_.seed);
+    context.rank = env.rank;
+    context.world_size = env.world_size;
+    context.total_steps = settings_.steps;
+    p_ = std::make_unique<Pipeline>(plan, context);
+    grad_sync_ = build_gradient_sync(plan, *p_, comm_.get());
+    events_ = std::make_unique<EventBus>(p_->hooks);
+    evaluator_ = build_evaluator(plan, *p_, device_, comm_.get());
+    checkpoints_ = build_checkpoints(plan, *p_, run_dir);
+    spdlog::info("model {}: {} parameters; data {}; optimizer {}; schedule {}", p_->model.component().name,
+                 p_->flat.numel(), p_->data.component().name, p_->optimizer.component().name,
+                 p_->schedule.component().name);
+    mfu_ = build_mfu_baseline(p_->model, settings_, device_);
+    progress_.total_steps = settings_.steps;
+  }
+
+  TrainSummary run() {
+    const auto started = Clock::now();
+    SignalWatch signals;
+    try {
+      if (const auto path = checkpoints_ ? checkpoints_->find_resume() : std::nullopt) restore(*path, Restore::resume);
+      if (progress_.step >= settings_.steps) {
+        spdlog::info("the run is already complete at step {} of {}; raise run.steps to train further",
+                     progress_.step, settings_.steps);
+        return summary_;
+      }
+      p_->model.set_training(true);
+      Prefetcher prefetch(p_->data, static_cast<size_t>(2 * settings_.grad_accum), device_);
+      const double elapsed_before = progress_.elapsed_s;
+      bool stop = fire(LOOM_EVENT_TRAIN_BEGIN).request_stop != 0;
+      while (!stop && progress_.step < settings_.steps) {
+        const loom_control requests = train_step(prefetch);
+        progress_.elapsed_s = elapsed_before + seconds_since(started);
+        stop = end_of_step(requests);
+      }
+      if (checkpoints_ && plan_.checkpoint.at_end && last_saved_step_ != progress_.step) save();
+      if (checkpoints_) checkpoints_->wait();
+      fire(LOOM_EVENT_TRAIN_END);
+    } catch (const Failure& f) {
+      events_->fire_exception(state_view(), f.what());
+      throw;
+    } catch (const c10::Error& e) {
+      const std::string message = std::string("LibTorch error: ") + e.what_without_backtrace();
+      events_->fire_exception(state_view(), message.c_str());
+      throw runtime_failure(message);
+    }
+    summary_.seconds = seconds_since(started);
+    return summary_;
+  }
+
+ private:
+  // One optimizer step (progress_.step + 1); returns the hooks' merged requests.
+  loom_control train_step(Prefetcher& prefetch) {
+    const int64_t step = progress_.step + 1;
+    const auto step_started = Clock::now();
+    loom_control requests = fire(LOOM_EVENT_STEP_BEGIN);
+
+    // 1. Draw the micro-batches and count the tokens that carry loss.
+    const auto data_started = Clock::now();
+    std::vector<Batch> batches;
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < settings_.grad_accum; ++i) {
+      batches.push_back(prefetch.pop());
+      tokens += batches.back().tokens;
+    }
+    window_.add_data_seconds(seconds_since(data_started));
+    data_state_ = batches.back().data_state;
+    if (comm_) {  // the global count, so every token weighs the same on every rank
+      at::Tensor global = at::full({1}, tokens, at::kLong);
+      comm_->allreduce_sum(global);
+      tokens = global.item<int64_t>();
+    }
+
+    // 2. Forward and backward; every token weighs the same across micro-batches.
+    p_->flat.zero_grad();
+    at::Tensor loss_total = at::zeros({}, at::TensorOptions().device(device_));
+    const double scale = 1.0 / static_cast<double>(std::max<int64_t>(tokens, 1));
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const Batch& b = batches[i];
+      at::Tensor loss;
+      {
+        const AutocastScope autocast(settings_.precision, device_);  // forward and loss only
+        // The prefetcher already moved the batch to the device, so .to(device_) is a no-op;
+        // under autocast the loss may come back in bf16, and it is summed in fp32.
+        loss = p_->model.loss_sum(b.inputs.to(device_), b.targets.to(device_)).to(at::kFloat);
+      }
+      if (grad_sync_ && i + 1 == batches.size()) grad_sync_->arm();  // communicate on the last only
+      (loss * scale).backward();
+      loss_total += loss.detach();
+    }
+
+    // 3. Sum gradients and losses across ranks; then one host sync: mean loss and grad norm.
+    if (comm_) {
+      overlap_sum_ += grad_sync_->finish();
+      comm_->allreduce_sum(loss_total);
+    }
+    const at::Tensor norm = p_->flat.grad_norm();
+    const at::Tensor stats = at::stack({loss_total * scale, norm.to(loss_total.dtype())}).to(at::kCPU, at::kDouble);
+    progress_.loss = stats[0].item<double>();
+    progress_.grad_norm = stats[1].item<double>();
+    merge_control(requests, fire(LOOM_EVENT_AFTER_BACKWARD));
+
+    // 4. Clip, schedule, let hooks veto, step.
+    if (settings_.clip_grad_norm > 0) p_->flat.clip(norm, settings_.clip_grad_norm);
+    progress_.lr = p_->optimizer.base_lr() * p_->schedule.factor(step);
+    const loom_control veto = fire(LOOM_EVENT_BEFORE_OPTIMIZER_STEP);
+    merge_control(requests, veto);
+    if (veto.skip_step) ++summary_.skipped_steps;
+    else p_->optimizer.step(progress_.lr, step);
+
+    // 5. The step is done: count it, then step_end.
+    progress_.step = step;
+    progress_.tokens += tokens;
+    if (summary_.steps == 0) summary_.first_loss = progress_.loss;
+    summary_.last_loss = progress_.loss;
+    summary_.steps += 1;
+    window_.add_step(tokens, progress_.loss);
+    merge_control(requests, fire(LOOM_EVENT_STEP_END));
+    const double seconds = seconds_since(step_started);
+    step_seconds_ema_ = summary_.steps == 1 ? seconds : 0.9 * step_seconds_ema_ + 0.1 * seconds;
+    return requests;
+  }
+
+  // After each step: what the hooks asked for and the signals received, agreed across ranks,
+  // in a fixed order: roll back, evaluate, log, save. Returns whether the run stops.
+  bool end_of_step(loom_control requests) {
+    bool signalled = SignalWatch::requested() != 0;
+    if (comm_) agree(requests, signalled);  // every rank takes the same branches below
+    if (requests.request_rollback) {
+      roll_back();
+      return false;
+    }
+    const int64_t step = progress_.step;
+    bool stop = requests.request_stop || signalled;
+    if (requests.request_eval) stop |= evaluate();
+    if (step % settings_.log_every == 0 || step == settings_.steps || stop) stop |= log();
+    else if (!eval_metrics_.empty()) log_to_trackers(eval_metrics_);
+    eval_metrics_.clear();
+    if (checkpoints_ && (checkpoints_->due(step) || requests.request_save || signalled)) save();
+    if (signalled) spdlog::info("stopping after step {} on signal {}", step, SignalWatch::requested());
+    return stop;
+  }
+
+  // Loads a checkpoint into the live run (see Restore).
+  void restore(const std::filesystem::path& path, Restore mode) {
+    const LoadedCheckpoint loaded = checkpoints_->load(path);
+    const RestoredRun restored = read_restored_run(loaded, path.string());
+    if (mode == Restore::resume) {
+      for (const auto& change : plan_.manifest_changes(restored.resolved_manifest, path.string()))
+        spdlog::info("resume: manifest changed: {}", change);
+      if (restored.world_size != world_size())
+        throw usage_failure(path.string() + ": written by a run of world size " +
+                            std::to_string(restored.world_size) + ", but this run has " +
+                            std::to_string(world_size()) + "; resume with the same number of ranks, or start a new run");
+    }
+    restore_tensors(*p_, loaded, path.string());
+    if (mode == Restore::resume) {
+      data_state_ = restored.data_states.at(static_cast<size_t>(rank()));
+      if (p_->data.has_state()) p_->data.load_state(data_state_);
+      else spdlog::warn("dataset {} keeps no position: resumed batches differ from an uninterrupted run",
+                        p_->data.component().name);
+      progress_.elapsed_s = restored.elapsed_s;
+    } else {
+      spdlog::warn("rolled back from step {} to {}; the data goes on with new batches", progress_.step,
+                   restored.step);
+      last_saved_step_ = restored.step;
+    }
+    progress_.step = restored.step;
+    progress_.tokens = restored.tokens;
+    for (auto& tracker : p_->trackers) tracker.resume(progress_.step);  // drop what the lost steps logged
+    if (mode == Restore::resume) {
+      const std::string note = "resumed from " + path.string() + " at step " + std::to_string(progress_.step);
+      spdlog::info("{}", note);
+      for (auto& tracker : p_->trackers) tracker.note(note);
+    }
+    fire(LOOM_EVENT_LOAD);
+  }
+
+  // A hook asked to undo a bad stretch (nan_guard action = "rollback").
+  void roll_back() {
+    if (!checkpoints_) throw runtime_failure("a hook requested a rollback, but the manifest has no [checkpoint]");
+    checkpoints_->wait();
+    const auto path = checkpoints_->find_latest();
+    if (!path) throw runtime_failure("a hook requested a rollback at step " + std::to_string(progress_.step) +
+                                     ", but there is no valid checkpoint yet; save earlier ([checkpoint] every)");
+    restore(*path, Restore::rollback);
+  }
+
+  // Evaluates on [eval_data], keeps the metrics for this step's tracker record and fires
+  // eval_end; returns whether a hook asked to stop (early stopping).
+  bool evaluate() {
+    if (!evaluator_) {
+      if (!warned_no_eval_data_) spdlog::warn("a hook asked for evaluation, but the manifest has no [eval_data]");
+      warned_no_eval_data_ = true;
+      return false;
+    }
+    eval_metrics_ = evaluator_->run(p_->model);
+    spdlog::info("eval at step {}: loss {:.4f}, perplexity {:.2f}", progress_.step, eval_metrics_[0].second,
+                 eval_metrics_[1].second);
+    const MetricsView view(progress_.step, eval_metrics_);
+    return fire(LOOM_EVENT_EVAL_END, view.get()).request_stop != 0;
+  }
+
+  // Hands the window's metrics (and this step's evaluation) to trackers, then fires log;
+  // returns whether a hook asked to stop. One record per step: trackers never see a step twice.
+  bool log() {
+    const int64_t window_steps = window_.steps();
+    MetricList metrics = window_.finish(progress_, step_seconds_ema_, mfu_.flops_per_token, mfu_.peak_flops);
+    if (comm_) metrics.emplace_back("buckets_started_in_backward", overlap_sum_ / static_cast<double>(window_steps));
+    overlap_sum_ = 0;
+    if (summary_.skipped_steps > 0) metrics.emplace_back("skipped_steps", static_cast<double>(summary_.skipped_steps));
+    metrics.insert(metrics.end(), eval_metrics_.begin(), eval_metrics_.end());
+    const MetricsView view(progress_.step, metrics);
+    for (auto& tracker : p_->trackers) tracker.log(view);
+    return fire(LOOM_EVENT_LOG, view.get()).request_stop != 0;
+  }
+
+  void log_to_trackers(const MetricList& metrics) {
+    const MetricsView view(progress_.step, metrics);
+    for (auto& tracker : p_->trackers) tracker.log(view);
+  }
+
+  // Every rank takes part (their data positions are gathered); rank 0 writes.
+  void save() {
+    const std::vector<std::string> data_states = comm_ ? comm_->allgather_bytes(data_state_)
+                                                       : std::vector<std::string>{data_state_};
+    if (rank() == 0) checkpoints_->save(capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest));
+    last_saved_step_ = progress_.step;
+    fire(LOOM_EVENT_SAVE);
+  }
+
+  // Ranks act on the union of their requests and signals, so none is left waiting alone.
+  void agree(loom_control& requests, bool& signalled) {
+    at::Tensor flags = at::tensor({requests.request_stop, requests.request_save, requests.request_eval,
+                                   requests.request_rollback, static_cast<int32_t>(signalled)},
+                                  at::kInt);
+    comm_->allreduce_max(flags);
+    requests.request_stop = flags[0].item<int32_t>();
+    requests.request_save = flags[1].item<int32_t>();
+    requests.request_eval = flags[2].item<int32_t>();
+    requests.request_rollback = flags[3].item<int32_t>();
+    signalled = flags[4].item<int32_t>() != 0;
+  }
+
+  loom_control fire(loom_event event, const loom_metrics* metrics = nullptr) {
+    return events_->fire(event, state_view(metrics));
+  }
+  loom_state_view state_view(const loom_metrics* metrics = nullptr) const {
+    return progress_.view(run_dir_, rank(), world_size(), metrics);
+  }
+  int rank() const { return comm_ ? comm_->rank() : 0; }
+  int world_size() const { return comm_ ? comm_->world_size() : 1; }
+
+  const RunPlan& plan_;
+  const RunSettings& settings_;
+  const at::Device device_;
+  const std::string run_dir_;
+  std::unique_ptr<Communicator> comm_;  // null in a single-process run
+  std::unique_ptr<Pipeline> p_;
+  std::unique_ptr<GradientSync> grad_sync_;  // gradient all-reduce overlapping backward
+  std::unique_ptr<EventBus> events_;
+  std::unique_ptr<Evaluator> evaluator_;            // null without [eval_data]
+  std::unique_ptr<CheckpointManager> checkpoints_;  // after p_: joins its writer before the backend dies
+  MfuBaseline mfu_;
+  Progress progress_;
+  std::string data_state_;     // dataset position after the last batch consumed
+  int64_t last_saved_step_ = -1;
+  LogWindow window_;
+  double overlap_sum_ = 0;     // fraction of buckets started during backward, summed over the window
+  double step_seconds_ema_ = 0;
+  MetricList eval_metrics_;    // this step's evaluation, until the step's tracker record
+  bool warned_no_eval_data_ = false;
+  TrainSummary summary_;
+};
+
+}  // namespace
+
+TrainSummary train(const RunPlan& plan, const std::string& run_dir, const DistEnv& env) {
+  return Trainer(plan, run_dir, env).run();
+}
+
+}  // namespace loom
