@@ -1,5 +1,5 @@
 // flat_params.hpp: parameters and gradients as views into one flat buffer per dtype and
-// device (DESIGN.md "One training step"). zero_grad, the global norm, clipping and the whole
+// device (docs/design.md "One training step"). zero_grad, the global norm, clipping and the whole
 // optimizer update then touch a few large tensors instead of every parameter.
 //
 // Segments are laid out in reverse registration order: backward produces the last layers'

@@ -232,3 +232,31 @@ TEST_CASE("run.precision and run.device: exit 2, the --set that named them and t
     CHECK(contains(line, "use device = \"cpu\" or \"auto\""));
   }
 }
+
+TEST_CASE("each command takes its own flags: others are refused, and COMMAND --help is that command's") {
+  const Case c = manifest("command-flags", "");
+  const std::string line = one_error(host("plugins --set run.steps=5"), 2);
+  CHECK(contains(line, "plugins: unrecognised option '--set'"));
+  CHECK(contains(line, "see host plugins --help"));
+  CHECK(contains(one_error(host("validate " + c.manifest.string() + " --json"), 2), "see host validate --help"));
+  CHECK(contains(one_error(host("checkpoint inspect"), 2), "usage: host checkpoint inspect DIR [--json]"));
+  const Result help = host("run --help");
+  CHECK(help.code == 0);
+  CHECK(contains(help.out, "usage: host run MANIFEST [--set KEY=VALUE]..."));
+  CHECK(contains(help.out, "--set KEY=VALUE"));
+  CHECK_FALSE(contains(help.out, "--json"));     // not a flag of run
+  CHECK_FALSE(contains(help.out, "commands:"));  // not the global help
+  CHECK_FALSE(fs::exists(run_dir(c.dir)));
+}
+
+TEST_CASE("NCCL chosen for a multi-rank run is refused before the run folder is written") {
+  const Case c = manifest("nccl-preflight", "");
+  // Rank 0 of 2 by the launcher's variables; the check fails before any rank is awaited.
+  // On the CPU, so that a build with NCCL refuses it too (NCCL moves CUDA tensors only).
+  const Result r = run_host("run " + c.manifest.string() +
+                                " --set distributed.backend=\\\"nccl\\\" --set run.device=\\\"cpu\\\"",
+                            "LOOM_PLUGIN_PATH='' RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=9");
+  const std::string line = one_error(r, 2);
+  CHECK(contains(line, "[distributed] backend nccl"));
+  CHECK_FALSE(fs::exists(run_dir(c.dir)));
+}

@@ -7,12 +7,12 @@
 //              gradients to none; clipping as torch.nn.utils.clip_grad_norm_ and a per-parameter
 //              AdamW as torch::optim::AdamW / torch.optim.AdamW (single-tensor path) do it, op
 //              for op, so this loop and tools/bench/compare_gpt/gpt_loop.py give the same losses.
-//   flat       the host's own step (kernel/flat_params.cpp, kernel/trainer.cpp, the adamw
+//   flat       the host's own step (kernel/train/flat_params.cpp, kernel/train/trainer.cpp, the adamw
 //              plugin) copied by hand: parameters and gradients are views into one buffer,
 //              norm/clip/AdamW run over that buffer, attention is the plugin's own (one
 //              baddbmm for scores, scale and mask: plugins/models/gpt/attention.hpp, included),
 //              and freed CPU memory is kept for the next step as run.cpu_memory_cache does
-//              (kernel/cpu_memory.cpp, linked in). The host
+//              (kernel/train/cpu_memory.cpp, linked in). The host
 //              minus everything that is not arithmetic (plugin boundary, events, trackers,
 //              prefetch thread, batch check).
 //
@@ -20,7 +20,7 @@
 // the run seed, at::normal draws in registration order; data reproduces
 // plugins/datasets/synthetic/synthetic.cpp (rank 0 of 1). All batches are generated before
 // the timed loop. Prints one JSON object on stdout: per-step times and losses, the fp32 GEMM
-// peak measured with the host's probe (kernel/peak_flops.cpp), parameter and FLOP counts.
+// peak measured with the host's probe (kernel/train/peak_flops.cpp), parameter and FLOP counts.
 //
 // usage: loom_bench_gpt_loop --n-layer L --n-head H --n-embd C --seq-len T [--batch 8]
 //          [--vocab 256] [--steps 50] [--seed 0] [--threads 0] [--lr 3e-4] [--weight-decay 0.1]
@@ -285,7 +285,7 @@ struct PerParamStep {
   }
 };
 
-// ---- flat step: kernel/flat_params.cpp + kernel/trainer.cpp + plugins/optimizers/adamw ------
+// ---- flat step: kernel/train/flat_params.cpp + kernel/train/trainer.cpp + plugins/optimizers/adamw ------
 struct FlatStep {
   const Args& a;
   Gpt& m;
@@ -338,7 +338,7 @@ struct FlatStep {
   }
 };
 
-// kernel/peak_flops.cpp's CPU probe: best of 3 x 2 products of 1024 x 1024 fp32 matrices.
+// kernel/train/peak_flops.cpp's CPU probe: best of 3 x 2 products of 1024 x 1024 fp32 matrices.
 double measure_peak_flops() {
   at::NoGradGuard no_grad;
   const int64_t n = 1024;

@@ -165,7 +165,7 @@ class GPT(nn.Module):
 
 
 def measure_peak_flops():
-    """kernel/peak_flops.cpp's CPU probe: best of 3 x 2 products of 1024 x 1024 fp32 matrices."""
+    """kernel/train/peak_flops.cpp's CPU probe: best of 3 x 2 products of 1024 x 1024 fp32 matrices."""
     n = 1024
     with torch.no_grad():
         a, b = torch.randn(n, n), torch.randn(n, n)
