@@ -12,39 +12,41 @@ namespace fs = std::filesystem;
 namespace loom {
 namespace {
 
-// A slot's host options come from a host table whose settings live in the plan.
+// A slot whose table also holds host options: those of a host table, whose settings the
+// slot's `keep` stores in the plan.
 template <class Settings>
-void bind_host_table(SlotDef& def, const HostTable<Settings>& table,
-                     std::function<void(RunPlan&, SlotConfig&, const Settings&)> keep) {
+SlotDef with_host_options(SlotDef def, const HostTable<Settings>& table,
+                          std::function<void(RunPlan&, SlotConfig&, const Settings&)> keep) {
   def.host_options = table.specs();
   def.take_host_options = [&table, keep](RunPlan& plan, SlotConfig& slot, const toml::table& source) {
     Settings settings;
     table.take(slot.config.values, &source, settings);
     keep(plan, slot, settings);
   };
+  return def;
 }
 
 std::vector<SlotDef> make_slots() {
-  std::vector<SlotDef> slots = {
+  return {
       {"model", LOOM_KIND_MODEL, nullptr, nullptr, &RunPlan::model},
       {"data", LOOM_KIND_DATASET, nullptr, nullptr, &RunPlan::data},
       {"optimizer", LOOM_KIND_OPTIMIZER, nullptr, nullptr, &RunPlan::optimizer},
       {"schedule", LOOM_KIND_SCHEDULE, "constant", nullptr, &RunPlan::schedule},
-      {"trackers", LOOM_KIND_TRACKER, "console", nullptr, nullptr, &RunPlan::trackers},
+      with_host_options<TrackerSettings>({"trackers", LOOM_KIND_TRACKER, "console", nullptr, nullptr, &RunPlan::trackers},
+                                         tracker_table(),
+                                         [](RunPlan&, SlotConfig& slot, const auto& s) { slot.required = s.required; }),
       {"hooks", LOOM_KIND_HOOK, "", nullptr, nullptr, &RunPlan::hooks},
-      {"checkpoint", LOOM_KIND_CHECKPOINT, "", "safetensors", &RunPlan::checkpoint_backend},
-      {"eval_data", LOOM_KIND_DATASET, "", nullptr, &RunPlan::eval_data},
+      with_host_options<CheckpointSettings>({"checkpoint", LOOM_KIND_CHECKPOINT, "", "safetensors",
+                                             &RunPlan::checkpoint_backend},
+                                            checkpoint_table(),
+                                            [](RunPlan& plan, SlotConfig&, const auto& s) {
+                                              plan.checkpoint = s;
+                                              plan.checkpoint.enabled = true;
+                                            }),
+      with_host_options<EvalSettings>({"eval_data", LOOM_KIND_DATASET, "", nullptr, &RunPlan::eval_data},
+                                      eval_data_table(),
+                                      [](RunPlan& plan, SlotConfig&, const auto& s) { plan.eval = s; }),
   };
-  bind_host_table<TrackerSettings>(slots[4], tracker_table(), [](RunPlan&, SlotConfig& slot, const auto& s) {
-    slot.required = s.required;
-  });
-  bind_host_table<CheckpointSettings>(slots[6], checkpoint_table(), [](RunPlan& plan, SlotConfig&, const auto& s) {
-    plan.checkpoint = s;
-    plan.checkpoint.enabled = true;
-  });
-  bind_host_table<EvalSettings>(slots[7], eval_data_table(),
-                                [](RunPlan& plan, SlotConfig&, const auto& s) { plan.eval = s; });
-  return slots;
 }
 
 std::string join(const std::vector<std::string>& items) {
