@@ -73,28 +73,46 @@ static loom_status* example_tracker_log(loom_tracker* tracker, const loom_metric
 /* Options: name, type, default (as text), required, one-line doc. The host validates the
    manifest against them, fills in defaults and prints them in `host describe`. */
 static const loom_option_spec example_tracker_options[] = {
-    {sizeof(loom_option_spec), "path", LOOM_OPTION_TYPE_STRING, "example_tracker.tsv", 0,
-     "File to write; a relative path is inside the run directory."},
+    {.struct_size = sizeof(loom_option_spec),
+     .name = "path",
+     .type = LOOM_OPTION_TYPE_STRING,
+     .default_value = "example_tracker.tsv",
+     .required = 0,
+     .doc = "File to write; a relative path is inside the run directory."},
 };
 
+/* The required callbacks. Optional ones left out (note, resume, state_save, state_load) are
+   NULL, which tells the host this tracker does not have them. */
 static const loom_tracker_vtable example_tracker_vtable = {
-    sizeof(loom_tracker_vtable), example_tracker_create, example_tracker_destroy, example_tracker_log,
-    NULL /* note: optional */, NULL /* resume: optional */, NULL /* state_save */, NULL /* state_load */
+    .struct_size = sizeof(loom_tracker_vtable),
+    .create = example_tracker_create,
+    .destroy = example_tracker_destroy,
+    .log = example_tracker_log,
 };
 
 static const loom_component example_tracker_component = {
-    sizeof(loom_component), LOOM_KIND_TRACKER, "example_tracker",
-    "Writes step and loss to a tab-separated file.",
-    example_tracker_options, sizeof example_tracker_options / sizeof example_tracker_options[0],
-    &example_tracker_vtable};
+    .struct_size = sizeof(loom_component),
+    .kind = LOOM_KIND_TRACKER,
+    .name = "example_tracker",
+    .summary = "Writes step and loss to a tab-separated file.",
+    .options = example_tracker_options,
+    .option_count = sizeof example_tracker_options / sizeof example_tracker_options[0],
+    .vtable = &example_tracker_vtable,
+};
 
 static loom_status* example_tracker_register(loom_registry* registry) {
   return host->registry_add_component(registry, &example_tracker_component);
 }
 
 static const loom_plugin_info example_tracker_info = {
-    sizeof(loom_plugin_info), LOOM_ABI_MAJOR, LOOM_ABI_MINOR,
-    "example_tracker", "0.1.0", NULL /* torch-free: no fingerprint */, example_tracker_register};
+    .struct_size = sizeof(loom_plugin_info),
+    .abi_major = LOOM_ABI_MAJOR,
+    .abi_minor = LOOM_ABI_MINOR,
+    .name = "example_tracker",
+    .version = "0.1.0",
+    .torch_fingerprint = NULL, /* torch-free: no fingerprint */
+    .register_components = example_tracker_register,
+};
 
 /* The one exported symbol. It must not call into the host: versions are not checked yet. */
 LOOM_EXPORT const loom_plugin_info* loom_plugin_init(const loom_host_api* h);

@@ -188,3 +188,29 @@ TEST_CASE("resuming with a changed model is refused naming the key; harmless cha
   CHECK(ok.code == 0);
   CHECK(ok.err.find("run.log_every: 5 -> 2") != std::string::npos);
 }
+
+TEST_CASE("only components that keep state write it: a stateless dataset is named on resume") {
+  const fs::path dir = loom_test::tmp_dir("ckpt-stateless");
+  const fs::path manifest = dir / "m.toml";
+  // The console tracker (C++ helpers, no state) and a dataset that keeps no position.
+  std::ofstream(manifest) << "[run]\nname = \"r\"\ndir = \"" << dir.string()
+                          << "\"\nsteps = 10\nthreads = 1\npeak_flops = 1e9\n"
+                             "[plugins]\npaths = [\"" << LOOM_TEST_PLUGIN_DIR << "/stateless_data\"]\n"
+                             "[model]\nuse = \"mlp_lm\"\nvocab_size = 64\nn_embd = 8\ncontext = 2\nhidden = 16\n"
+                             "[data]\nuse = \"stateless_data\"\n"
+                             "[optimizer]\nuse = \"adamw\"\n"
+                             "[[trackers]]\nuse = \"console\"\n"
+                             "[checkpoint]\nevery = 10\n";
+  const auto r = run_host("run " + manifest.string());
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const auto inspect = run_host("checkpoint inspect " + (ckpt_dir(dir) / "step-10").string() + " --json");
+  REQUIRE_MESSAGE(inspect.code == 0, inspect.err);
+  std::set<std::string> names;
+  const nlohmann::json listed = nlohmann::json::parse(inspect.out);
+  for (const auto& t : listed.at("tensors")) names.insert(t.at("name").get<std::string>());
+  CHECK(names.count("data/rank0") == 1);  // the host's record of each rank's position, empty here
+  for (const auto& name : names) CHECK_MESSAGE(name.rfind("trackers[", 0) != 0, name);
+  const auto resumed = run_host("run " + manifest.string() + " --set run.steps=12");
+  REQUIRE_MESSAGE(resumed.code == 0, resumed.err);
+  CHECK(resumed.err.find("dataset stateless_data keeps no position") != std::string::npos);
+}

@@ -1,4 +1,4 @@
-// conformance_test.cpp: DESIGN.md "The C ABI" rules 2, 3, 4, 6, 7, 8 and 10, proved by running
+// conformance_test.cpp: docs/design.md "The C ABI" rules 2, 3, 4, 6, 7, 8 and 10, proved by running
 // the real host binary on small manifests against purpose-built plugins (plugins/*, built into
 // test-plugins/<scenario>/). Every plugin's top comment says what it proves.
 #include <doctest/doctest.h>

@@ -186,27 +186,46 @@ static loom_status* jsonl_log(loom_tracker* tracker, const loom_metrics* metrics
 }
 
 static const loom_option_spec jsonl_options[] = {
-    {sizeof(loom_option_spec), "path", LOOM_OPTION_TYPE_STRING, "metrics.jsonl", 0,
-     "File to append to; a relative path is inside the run directory."},
+    {.struct_size = sizeof(loom_option_spec),
+     .name = "path",
+     .type = LOOM_OPTION_TYPE_STRING,
+     .default_value = "metrics.jsonl",
+     .required = 0,
+     .doc = "File to append to; a relative path is inside the run directory."},
 };
 
+/* Fields left out (note, state_save, state_load) are NULL: this tracker does not have them. */
 static const loom_tracker_vtable jsonl_vtable = {
-    sizeof(loom_tracker_vtable), jsonl_create, jsonl_destroy, jsonl_log,
-    NULL /* note */, jsonl_resume, NULL /* state_save */, NULL /* state_load */
+    .struct_size = sizeof(loom_tracker_vtable),
+    .create = jsonl_create,
+    .destroy = jsonl_destroy,
+    .log = jsonl_log,
+    .resume = jsonl_resume,
 };
 
 static const loom_component jsonl_component = {
-    sizeof(loom_component), LOOM_KIND_TRACKER, "jsonl",
-    "Appends every logged metric to a JSON Lines file.",
-    jsonl_options, sizeof jsonl_options / sizeof jsonl_options[0], &jsonl_vtable};
+    .struct_size = sizeof(loom_component),
+    .kind = LOOM_KIND_TRACKER,
+    .name = "jsonl",
+    .summary = "Appends every logged metric to a JSON Lines file.",
+    .options = jsonl_options,
+    .option_count = sizeof jsonl_options / sizeof jsonl_options[0],
+    .vtable = &jsonl_vtable,
+};
 
 static loom_status* register_components(loom_registry* registry) {
   return host->registry_add_component(registry, &jsonl_component);
 }
 
 static const loom_plugin_info jsonl_info = {
-    sizeof(loom_plugin_info), LOOM_ABI_MAJOR, LOOM_ABI_MINOR, "jsonl", "0.1.0",
-    NULL /* torch-free */, register_components};
+    .struct_size = sizeof(loom_plugin_info),
+    .abi_major = LOOM_ABI_MAJOR,
+    .abi_minor = LOOM_ABI_MINOR,
+    .name = "jsonl",
+    .version = "0.1.0",
+    .torch_fingerprint = NULL, /* torch-free */
+    .register_components = register_components,
+};
 
 LOOM_EXPORT const loom_plugin_info* loom_plugin_init(const loom_host_api* h); /* the one export */
 LOOM_EXPORT const loom_plugin_info* loom_plugin_init(const loom_host_api* h) {

@@ -2,8 +2,9 @@
  * decides when and where; a backend only turns named CPU tensors plus JSON metadata into files
  * inside a directory the manager gives it, and back.
  *
- *   static const loom_checkpoint_vtable vt = { sizeof(loom_checkpoint_vtable), my_create,
- *                                              my_destroy, my_save, my_load };
+ *   static const loom_checkpoint_vtable vt = { .struct_size = sizeof(loom_checkpoint_vtable),
+ *                                              .create = my_create, .destroy = my_destroy,
+ *                                              .save = my_save, .load = my_load };
  */
 #ifndef LOOM_CHECKPOINT_H
 #define LOOM_CHECKPOINT_H

@@ -8,8 +8,9 @@
  *     return host->registry_add_component(registry, &my_tracker_component);
  *   }
  *   static const loom_plugin_info info = {
- *     sizeof(loom_plugin_info), LOOM_ABI_MAJOR, LOOM_ABI_MINOR,
- *     "my_plugin", "0.1.0", NULL, register_all };
+ *     .struct_size = sizeof(loom_plugin_info), .abi_major = LOOM_ABI_MAJOR,
+ *     .abi_minor = LOOM_ABI_MINOR, .name = "my_plugin", .version = "0.1.0",
+ *     .torch_fingerprint = NULL, .register_components = register_all };
  *   LOOM_EXPORT const loom_plugin_info* loom_plugin_init(const loom_host_api* h) {
  *     host = h; return &info;
  *   }
@@ -22,12 +23,20 @@
  *   - Removing, reordering or retyping a field, or changing a callback's meaning, bumps
  *     LOOM_ABI_MAJOR. Expect that to happen almost never.
  *   - The host loads any plugin whose major equals its own, whatever the minor.
+ *   - Every callback added to a 1.x struct after 1.1 takes, besides the instance it acts on,
+ *     exactly one argument struct, loom_<kind>_<call>_args, which begins with struct_size
+ *     (PJRT's rule), and returns loom_status*. Inputs and outputs are fields of that struct,
+ *     so a later minor extends the call by appending fields instead of adding a second
+ *     callback. The callbacks of 1.0 and 1.1 predate the rule (model forward and optimizer
+ *     step follow it; tracker note and resume and the state callbacks do not) and keep
+ *     their signatures until the next major version.
  *
  * Struct rules: every struct that crosses the boundary begins with `size_t struct_size`, set
  * by whoever fills the struct to sizeof() as it was compiled. A reader treats fields beyond a
  * smaller struct_size as absent (NULL / 0) and ignores any tail beyond its own sizeof.
  * Arrays of such structs cross as arrays of pointers, so that strides never disagree; the
- * one exception is loom_component.options (see there).
+ * one exception is loom_component.options (see there). Fill these structs by field name
+ * (C99 designated initializers, as in the examples), so that each value names its field.
  *
  * Lifetime vocabulary used in comments: "out", "borrowed for the call", "owned by X",
  * "caller frees with F", "may be NULL", "static" (lives until the process exits).
@@ -59,10 +68,14 @@ extern "C" {
 #define LOOM_ABI_CONCAT(a, b) LOOM_ABI_CONCAT2(a, b)
 #define LOOM_ABI_ASSERT(cond) \
   typedef char LOOM_ABI_CONCAT(loom_abi_assert_line_, __LINE__)[(cond) ? 1 : -1]
-/* Field offsets are checked against a fixed table of pointer-size slots on LP64. */
-#define LOOM_ABI_OFFSET(type, field, slot)                                         \
+/* Pins a field's offset in bytes on LP64 (other targets skip the check), so a reorder fails
+   the build. Works for fields of any width, such as the int32 flags of loom_control. One
+   assert per field: the typedef is named after type and field. */
+#define LOOM_ABI_OFFSET_BYTES(type, field, bytes)                                  \
   typedef char loom_abi_offset_##type##_##field                                    \
-      [(sizeof(void*) != 8 || offsetof(type, field) == (slot) * 8) ? 1 : -1]
+      [(sizeof(void*) != 8 || offsetof(type, field) == (bytes)) ? 1 : -1]
+/* The same in pointer-size slots: offset = slot * 8 on LP64. */
+#define LOOM_ABI_OFFSET(type, field, slot) LOOM_ABI_OFFSET_BYTES(type, field, (slot) * 8)
 
 /* Nonzero when the struct at ptr (filled by the other side) is large enough to hold field. */
 #define LOOM_STRUCT_HAS(ptr, type, field) \

@@ -1,7 +1,8 @@
 /* loom/dataset.h: the dataset kind (torch-free). Batches cross as DLPack tensors.
  *
- *   static const loom_dataset_vtable vt = { sizeof(loom_dataset_vtable), my_create,
- *                                           my_destroy, my_next };
+ *   static const loom_dataset_vtable vt = { .struct_size = sizeof(loom_dataset_vtable),
+ *                                           .create = my_create, .destroy = my_destroy,
+ *                                           .next = my_next };
  *   Most authors derive from loom::Dataset in <loom/dataset.hpp> instead.
  */
 #ifndef LOOM_DATASET_H

@@ -30,7 +30,9 @@ class Dataset {
 
   virtual ~Dataset() = default;
   virtual Batch next() = 0;
-  // Exact position for resume; the default dataset keeps none.
+  // Exact position for resume, kept in checkpoints: override both or neither. A dataset that
+  // overrides neither gets no state callbacks, and a resumed run warns that its batches differ
+  // from an uninterrupted run's.
   virtual std::string save_state() const { return {}; }
   virtual void load_state(const std::string& state) { (void)state; }
 };
@@ -49,8 +51,8 @@ const void* Dataset::vtable() {
           write_out(out, loom_batch{sizeof(loom_batch), b.inputs, b.targets});
         });
       },
-      &detail::save_state<Dataset, loom_dataset>,
-      &detail::load_state<Dataset, loom_dataset>};
+      detail::state_callbacks<T, Dataset, loom_dataset>::save,
+      detail::state_callbacks<T, Dataset, loom_dataset>::load};
   return &vt;
 }
 

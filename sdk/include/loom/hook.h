@@ -1,8 +1,9 @@
 /* loom/hook.h: the hook kind (torch-free). Hooks see training events in manifest order, read
  * a state view and may steer the run through a small control block.
  *
- *   static const loom_hook_vtable vt = { sizeof(loom_hook_vtable), my_create, my_destroy,
- *                                        my_on_event };
+ *   static const loom_hook_vtable vt = { .struct_size = sizeof(loom_hook_vtable),
+ *                                        .create = my_create, .destroy = my_destroy,
+ *                                        .on_event = my_on_event };
  */
 #ifndef LOOM_HOOK_H
 #define LOOM_HOOK_H
@@ -14,12 +15,14 @@ extern "C" {
 
 typedef struct loom_hook loom_hook; /* plugin-defined */
 
-/* Stable event set; values never change, new events are appended. */
+/* Stable event set; values never change, new events are appended. Reserved events are part
+   of the ABI but the host does not fire them yet. */
 typedef enum loom_event {
   LOOM_EVENT_TRAIN_BEGIN = 0,
   LOOM_EVENT_TRAIN_END = 1,
-  LOOM_EVENT_EPOCH_BEGIN = 2,
-  LOOM_EVENT_EPOCH_END = 3,
+  LOOM_EVENT_EPOCH_BEGIN = 2,           /* reserved: not fired yet; datasets are endless windows
+                                           today, the named-batch issue adds epochs */
+  LOOM_EVENT_EPOCH_END = 3,             /* reserved: not fired yet (see EPOCH_BEGIN) */
   LOOM_EVENT_STEP_BEGIN = 4,
   LOOM_EVENT_AFTER_BACKWARD = 5,        /* loss known, gradients accumulated */
   LOOM_EVENT_BEFORE_OPTIMIZER_STEP = 6, /* after clipping; grad_norm known */
@@ -39,7 +42,7 @@ typedef struct loom_state_view {
                             BEFORE_OPTIMIZER_STEP belong to step + 1; from STEP_END on (EVAL_END,
                             LOG, SAVE) the step just run is counted */
   int64_t total_steps;
-  int64_t epoch;
+  int64_t epoch;         /* reserved, always 0 (see LOOM_EVENT_EPOCH_BEGIN) */
   double loss;           /* mean loss per token of the current step */
   double grad_norm;      /* global norm before clipping */
   double lr;
@@ -77,8 +80,8 @@ typedef struct loom_hook_vtable {
 
 LOOM_ABI_OFFSET(loom_state_view, metrics, 8);
 LOOM_ABI_OFFSET(loom_control, skip_step, 2);
-typedef char loom_abi_offset_loom_control_request_eval[offsetof(loom_control, request_eval) == 20 ? 1 : -1];
-typedef char loom_abi_offset_loom_control_request_rollback[offsetof(loom_control, request_rollback) == 24 ? 1 : -1];
+LOOM_ABI_OFFSET_BYTES(loom_control, request_eval, 20);
+LOOM_ABI_OFFSET_BYTES(loom_control, request_rollback, 24);
 LOOM_ABI_OFFSET(loom_hook_vtable, on_event, 3);
 LOOM_ABI_OFFSET(loom_hook_vtable, state_load, 5);
 

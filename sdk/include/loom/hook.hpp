@@ -26,7 +26,8 @@ class Hook {
   virtual ~Hook() = default;
   // state: read-only view (fields the host lacks are zero); control: set fields to steer.
   virtual void on_event(loom_event event, const loom_state_view& state, loom_control& control) = 0;
-  // State kept in checkpoints; the default keeps none.
+  // State kept in checkpoints: override both or neither. A hook that overrides neither gets
+  // no state callbacks and has no entry in checkpoints.
   virtual std::string save_state() const { return {}; }
   virtual void load_state(const std::string& state) { (void)state; }
 };
@@ -46,8 +47,8 @@ const void* Hook::vtable() {
           write_out(control, local);
         });
       },
-      &detail::save_state<Hook, loom_hook>,
-      &detail::load_state<Hook, loom_hook>};
+      detail::state_callbacks<T, Hook, loom_hook>::save,
+      detail::state_callbacks<T, Hook, loom_hook>::load};
   return &vt;
 }
 

@@ -2,8 +2,10 @@
  * their storage into one flat buffer per dtype and device, runs forward through this table and
  * calls backward itself.
  *
- *   static const loom_model_vtable vt = { sizeof(loom_model_vtable), my_create, my_destroy,
- *                                         my_param_count, my_param_get, my_forward };
+ *   static const loom_model_vtable vt = { .struct_size = sizeof(loom_model_vtable),
+ *                                         .create = my_create, .destroy = my_destroy,
+ *                                         .param_count = my_param_count,
+ *                                         .param_get = my_param_get, .forward = my_forward };
  *   Most authors derive from loom::Model in <loom/model.hpp> instead.
  */
 #ifndef LOOM_MODEL_H

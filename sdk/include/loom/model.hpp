@@ -37,6 +37,8 @@ class Model {
   // Sum of per-token losses of one micro-batch. inputs, targets: int64 (B, T).
   virtual at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) = 0;
   virtual void set_training(bool training) { training_ = training; }
+  // Forward+backward FLOPs per token, for MFU. A model that does not override it has no
+  // flops_per_token callback, and its runs report no MFU.
   virtual double flops_per_token() const { return 0.0; }
 
  protected:
@@ -82,6 +84,10 @@ struct ModelGlue {
   static double flops_per_token(const loom_model* m) { return detail::self<Model>(m).flops_per_token(); }
 };
 
+namespace detail {
+LOOM_DETAIL_MEMBER_POINTER(flops_per_token)
+}  // namespace detail
+
 template <class T>
 const void* Model::vtable() {
   static const loom_model_vtable vt = {
@@ -93,8 +99,10 @@ const void* Model::vtable() {
       &ModelGlue<T>::param_count,
       &ModelGlue<T>::param_get,
       &ModelGlue<T>::forward,
-      &ModelGlue<T>::set_training,
-      &ModelGlue<T>::flops_per_token};
+      &ModelGlue<T>::set_training,  // always: the base's version keeps training_ for the model
+      detail::overridden<typename detail::flops_per_token_pointer<T>::type, double (Model::*)() const>
+          ? &ModelGlue<T>::flops_per_token
+          : nullptr};
   return &vt;
 }
 

@@ -2,8 +2,9 @@
  * as flat 1-D buffers, one group per dtype and device. The optimizer gets those buffers and a
  * segment table, so a whole update is a handful of ops over one tensor.
  *
- *   static const loom_optimizer_vtable vt = { sizeof(loom_optimizer_vtable), my_create,
- *                                             my_destroy, my_step };
+ *   static const loom_optimizer_vtable vt = { .struct_size = sizeof(loom_optimizer_vtable),
+ *                                             .create = my_create, .destroy = my_destroy,
+ *                                             .step = my_step };
  *   Most authors derive from loom::Optimizer in <loom/optimizer.hpp> instead.
  */
 #ifndef LOOM_OPTIMIZER_H

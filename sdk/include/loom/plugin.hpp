@@ -191,6 +191,46 @@ loom_status* load_state(Handle* h, const void* data, size_t size) {
   return guard([&] { self<Base>(h).load_state(std::string(static_cast<const char*>(data), size)); });
 }
 
+// Whether component class T overrides a virtual member of its kind's base, itself or through
+// a class between it and the base. The helpers install an optional callback only when the
+// class overrides what backs it, so a vtable never claims what the class does not do.
+// <member>_pointer<T>::type is decltype(&T::member): a member T merely inherits has the
+// pointer type of the base's own member, because the pointer names the class that declares
+// it. Where T's member cannot be named from here (declared private or protected below the
+// base, whose members are public), type is void, which also counts as an override.
+#define LOOM_DETAIL_MEMBER_POINTER(member)                                        \
+  template <class T, class = void>                                                \
+  struct member##_pointer {                                                       \
+    using type = void;                                                            \
+  };                                                                              \
+  template <class T>                                                              \
+  struct member##_pointer<T, std::void_t<decltype(&T::member)>> {                 \
+    using type = decltype(&T::member);                                            \
+  };
+template <class Pointer, class Inherited>
+inline constexpr bool overridden = !std::is_same_v<Pointer, Inherited>;
+
+LOOM_DETAIL_MEMBER_POINTER(save_state)
+LOOM_DETAIL_MEMBER_POINTER(load_state)
+
+// The vtable's state callbacks for component T of kind Base: both when T overrides
+// save_state() and load_state(), NULL when it overrides neither (the host then keeps nothing
+// for it in checkpoints).
+template <class T, class Base, class Handle>
+struct state_callbacks {
+  static constexpr bool saves =
+      overridden<typename save_state_pointer<T>::type, std::string (Base::*)() const>;
+  static constexpr bool loads =
+      overridden<typename load_state_pointer<T>::type, void (Base::*)(const std::string&)>;
+  static_assert(saves == loads,
+                "a Loom component overrides only one of save_state() and load_state(): override both "
+                "(its state is kept in checkpoints) or neither (it keeps no state)");
+  static constexpr loom_status* (*save)(Handle*, const loom_byte_writer*) =
+      saves ? &detail::save_state<Base, Handle> : nullptr;
+  static constexpr loom_status* (*load)(Handle*, const void*, size_t) =
+      loads ? &detail::load_state<Base, Handle> : nullptr;
+};
+
 inline std::vector<const loom_component*>& registered() {
   static std::vector<const loom_component*> components;
   return components;

@@ -1,8 +1,9 @@
 /* loom/schedule.h: the learning-rate schedule kind (torch-free). A schedule maps a step to a
  * factor; the host multiplies the optimizer's "lr" option by it.
  *
- *   static const loom_schedule_vtable vt = { sizeof(loom_schedule_vtable), my_create,
- *                                            my_destroy, my_factor };
+ *   static const loom_schedule_vtable vt = { .struct_size = sizeof(loom_schedule_vtable),
+ *                                            .create = my_create, .destroy = my_destroy,
+ *                                            .factor = my_factor };
  */
 #ifndef LOOM_SCHEDULE_H
 #define LOOM_SCHEDULE_H

@@ -1,8 +1,9 @@
 /* loom/tracker.h: the experiment-tracker kind (torch-free). Rank 0 hands every tracker the
  * reduced metrics every run.log_every steps.
  *
- *   static const loom_tracker_vtable vt = { sizeof(loom_tracker_vtable), my_create,
- *                                           my_destroy, my_log };
+ *   static const loom_tracker_vtable vt = { .struct_size = sizeof(loom_tracker_vtable),
+ *                                           .create = my_create, .destroy = my_destroy,
+ *                                           .log = my_log };
  */
 #ifndef LOOM_TRACKER_H
 #define LOOM_TRACKER_H

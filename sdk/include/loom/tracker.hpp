@@ -42,14 +42,21 @@ class Tracker {
 
   virtual ~Tracker() = default;
   virtual void log(int64_t step, const Metrics& metrics) = 0;
+  // A line of text for humans. A tracker that does not override it has no note callback.
   virtual void note(const char* text) { (void)text; }
-  // The run resumed at `step`: drop or supersede anything recorded for later steps.
+  // The run resumed at `step`: drop or supersede anything recorded for later steps. A tracker
+  // that does not override it has no resume callback.
   virtual void resume(int64_t step) { (void)step; }
-  // State kept in checkpoints; the default keeps none.
+  // State kept in checkpoints: override both or neither. A tracker that overrides neither gets
+  // no state callbacks and has no entry in checkpoints.
   virtual std::string save_state() const { return {}; }
   virtual void load_state(const std::string& state) { (void)state; }
 };
 
+namespace detail {
+LOOM_DETAIL_MEMBER_POINTER(note)
+LOOM_DETAIL_MEMBER_POINTER(resume)
+}  // namespace detail
 
 template <class T>
 const void* Tracker::vtable() {
@@ -65,12 +72,15 @@ const void* Tracker::vtable() {
           detail::self<Tracker>(t).log(m.step, read_metrics(m));
         });
       },
-      [](loom_tracker* t, const char* text) {
-        return guard([&] { detail::self<Tracker>(t).note(text); });
-      },
-      [](loom_tracker* t, int64_t step) { return guard([&] { detail::self<Tracker>(t).resume(step); }); },
-      &detail::save_state<Tracker, loom_tracker>,
-      &detail::load_state<Tracker, loom_tracker>};
+      // note and resume only when T overrides them: a resume callback promises to drop records.
+      detail::overridden<typename detail::note_pointer<T>::type, void (Tracker::*)(const char*)>
+          ? +[](loom_tracker* t, const char* text) { return guard([&] { detail::self<Tracker>(t).note(text); }); }
+          : nullptr,
+      detail::overridden<typename detail::resume_pointer<T>::type, void (Tracker::*)(int64_t)>
+          ? +[](loom_tracker* t, int64_t step) { return guard([&] { detail::self<Tracker>(t).resume(step); }); }
+          : nullptr,
+      detail::state_callbacks<T, Tracker, loom_tracker>::save,
+      detail::state_callbacks<T, Tracker, loom_tracker>::load};
   return &vt;
 }
 
