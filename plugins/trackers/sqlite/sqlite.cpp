@@ -196,12 +196,13 @@ class Database {
 
   // Runs body() between BEGIN IMMEDIATE and COMMIT, retried whole (see retrying). IMMEDIATE
   // takes the write lock up front, waiting out the busy timeout, so a transaction never fails
-  // half-way on a lock upgrade; any failure rolls everything back.
+  // half-way on a lock upgrade; any failure rolls everything back. begin = "BEGIN" makes a
+  // read transaction: its statements all see one snapshot, whatever other writers commit.
   template <class Fn>
-  void transaction(const char* what, Fn&& body) {
+  void transaction(const char* what, Fn&& body, const char* begin = "BEGIN IMMEDIATE") {
     retrying(what, [&] {
       try {
-        exec("BEGIN IMMEDIATE");
+        exec(begin);
         body();
         exec("COMMIT");
       } catch (...) {
@@ -316,7 +317,9 @@ class Sqlite final : public loom::Tracker {
   // Checks the file is empty or ours (and not newer), then switches to WAL and creates the
   // schema. A file holding anything else is refused before it is changed in any way.
   void open_schema() {
-    db_->retrying("read the schema version", [&] { check_identity(); });
+    // One snapshot: read statement by statement, a schema another run commits in between
+    // would look like a half-made database that is not ours.
+    db_->transaction("read the schema version", [&] { check_identity(); }, "BEGIN");
     std::string mode;
     db_->retrying("enable WAL mode", [&] {  // needs a moment without other writers
       Database::Statement wal(*db_, "PRAGMA journal_mode = WAL");
