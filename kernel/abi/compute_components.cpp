@@ -22,13 +22,23 @@ std::vector<ModelParam> ModelInstance::params() {
   return out;
 }
 
-at::Tensor ModelInstance::loss_sum(const at::Tensor& inputs, const at::Tensor& targets) {
+at::Tensor ModelInstance::loss_sum(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields) {
   at::Tensor loss;
+  std::vector<loom_batch_field> views(fields.size());
+  std::vector<const loom_batch_field*> pointers(fields.size());
+  for (size_t i = 0; i < fields.size(); ++i) {
+    views[i].struct_size = sizeof(loom_batch_field);
+    views[i].name = fields[i].first.c_str();
+    views[i].tensor = handle(fields[i].second);
+    pointers[i] = &views[i];
+  }
   loom_model_forward_args args{};
   args.struct_size = sizeof(args);
   args.inputs = handle(inputs);
   args.targets = handle(targets);
   args.loss_sum = handle(loss);
+  args.fields = pointers.data();
+  args.field_count = pointers.size();
   check(vt_.forward(handle_, &args), "forward");
   if (!loss.defined() || loss.numel() != 1)
     throw runtime_failure(where() + ": forward must assign a scalar loss sum");
@@ -45,16 +55,64 @@ double ModelInstance::flops_per_token() const {
 
 DatasetInstance::DatasetInstance(const SlotConfig& slot, const RunContext& run) : Instance(slot, run) { create(); }
 
+namespace {
+
+// Where add_field puts a batch's named fields (ABI 1.2).
+struct FieldSink {
+  BatchFields fields;
+  std::string who;  // the dataset, for messages
+};
+
+bool is_field_name(const std::string& name) {
+  return !name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+}
+
+// Runs inside the dataset's frames: every failure becomes a status, and the tensor is always
+// taken (freed on failure), as loom/dataset.h promises.
+loom_status* add_batch_field(void* user, const char* name_in, DLManagedTensor* tensor) {
+  auto* sink = static_cast<FieldSink*>(user);
+  try {
+    const std::string name = name_in ? name_in : "";
+    std::string wrong;
+    if (!is_field_name(name)) wrong = "is not a lower_snake_case name";
+    else if (name == "input_ids" || name == "labels") wrong = "travels as the batch's inputs or targets, not as a field";
+    for (const auto& field : sink->fields)
+      if (field.first == name) wrong = "was added twice";
+    if (tensor == nullptr && wrong.empty()) wrong = "has no tensor";
+    if (!wrong.empty()) {
+      if (tensor && tensor->deleter) tensor->deleter(tensor);
+      return host_api()->status_create(LOOM_STATUS_CODE_INVALID_ARGUMENT,
+                                       ("batch field \"" + name + "\" " + wrong).c_str());
+    }
+    sink->fields.emplace_back(name, tensor_from_dlpack(tensor, sink->who + " field " + name));  // takes it
+    return nullptr;
+  } catch (const std::exception& e) {
+    return host_api()->status_create(LOOM_STATUS_CODE_INVALID_ARGUMENT, e.what());
+  }
+}
+
+}  // namespace
+
 Batch DatasetInstance::next() {
+  FieldSink sink{{}, where()};
   loom_batch raw{};
   raw.struct_size = sizeof(raw);
-  check(vt_.next(handle_, &raw), "next");
-  if (raw.inputs == nullptr || raw.targets == nullptr) {
+  raw.fields = &sink;
+  raw.add_field = &add_batch_field;
+  const auto free_raw = [&] {
     if (raw.inputs) raw.inputs->deleter(raw.inputs);
     if (raw.targets) raw.targets->deleter(raw.targets);
+  };
+  if (loom_status* status = vt_.next(handle_, &raw)) {
+    free_raw();
+    check(status, "next");
+  }
+  if (raw.inputs == nullptr || raw.targets == nullptr) {
+    free_raw();
     throw runtime_failure(where() + ": next returned a batch without inputs or targets");
   }
   Batch batch;
+  batch.fields = std::move(sink.fields);
   batch.inputs = tensor_from_dlpack(raw.inputs, where());  // takes ownership
   batch.targets = tensor_from_dlpack(raw.targets, where());
   if (batch.inputs.scalar_type() != at::kLong || batch.targets.scalar_type() != at::kLong ||

@@ -11,6 +11,9 @@
 
 namespace loom {
 
+// A batch's fields beyond inputs and targets (ABI 1.2), in the order the dataset added them.
+using BatchFields = std::vector<std::pair<std::string, at::Tensor>>;
+
 struct ModelParam {
   std::string name;
   at::Tensor* tensor;  // owned by the model; the host rebinds its storage
@@ -21,14 +24,15 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
  public:
   ModelInstance(const SlotConfig& slot, const RunContext& run);
   std::vector<ModelParam> params();
-  // Sum of per-token losses of one micro-batch.
-  at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets);
+  // Sum of per-token losses of one micro-batch; fields: the batch's other named fields.
+  at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields = {});
   void set_training(bool training);
   double flops_per_token() const;
 };
 
 struct Batch {
   at::Tensor inputs, targets;  // int64 (B, T)
+  BatchFields fields;          // the dataset's other named fields (ABI 1.2), any dtype and rank
   int64_t tokens = 0;          // positions whose target carries loss
   std::string data_state;      // the dataset's position right after this batch (for resume)
 };

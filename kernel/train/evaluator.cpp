@@ -19,7 +19,9 @@ MetricList Evaluator::run(ModelInstance& model) {
   int64_t tokens = 0;
   for (int64_t i = 0; i < max_batches_; ++i) {
     const Batch b = data_.next();
-    loss_sum += model.loss_sum(b.inputs.to(device_), b.targets.to(device_)).to(at::kDouble);
+    BatchFields fields = b.fields;  // the evaluator reads the dataset directly: fields come as they are on the CPU
+    for (auto& field : fields) field.second = field.second.to(device_);
+    loss_sum += model.loss_sum(b.inputs.to(device_), b.targets.to(device_), fields).to(at::kDouble);
     tokens += b.tokens;
   }
   model.set_training(true);

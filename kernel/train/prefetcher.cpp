@@ -26,6 +26,7 @@ void Prefetcher::produce() {
       if (device_.is_cuda()) {  // page-locked host memory lets the copy overlap compute
         batch.inputs = batch.inputs.pin_memory().to(device_, /*non_blocking=*/true);
         batch.targets = batch.targets.pin_memory().to(device_, /*non_blocking=*/true);
+        for (auto& field : batch.fields) field.second = field.second.pin_memory().to(device_, /*non_blocking=*/true);
       }
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(std::move(batch));

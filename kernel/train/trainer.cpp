@@ -125,7 +125,7 @@ class Trainer {
         const AutocastScope autocast(settings_.precision, device_);  // forward and loss only
         // The prefetcher already moved the batch to the device, so .to(device_) is a no-op;
         // under autocast the loss may come back in bf16, and it is summed in fp32.
-        loss = p_->model.loss_sum(b.inputs.to(device_), b.targets.to(device_)).to(at::kFloat);
+        loss = p_->model.loss_sum(b.inputs.to(device_), b.targets.to(device_), b.fields).to(at::kFloat);
       }
       if (grad_sync_ && i + 1 == batches.size()) grad_sync_->arm();  // communicate on the last only
       (loss * scale).backward();

@@ -14,7 +14,7 @@
   X(loom_param_segment) X(loom_param_group) X(loom_param_groups) X(loom_optimizer_step_args)   \
   X(loom_state_tensor) X(loom_optimizer_vtable) X(loom_schedule_vtable) X(loom_metric)         \
   X(loom_metrics) X(loom_tracker_vtable) X(loom_named_tensor) X(loom_checkpoint_reader)        \
-  X(loom_checkpoint_vtable)
+  X(loom_checkpoint_vtable) X(loom_batch_field)
 
 /* (type, field, slot): the frozen offsets the headers assert with LOOM_ABI_OFFSET, in
  * pointer-size slots on LP64 (offset = slot * 8). */
@@ -36,7 +36,8 @@
   X(loom_tracker_vtable, resume, 5) X(loom_tracker_vtable, state_load, 7)                      \
   X(loom_hook_vtable, state_load, 5)                                                           \
   X(loom_named_tensor, tensor, 2) X(loom_checkpoint_reader, on_metadata, 3)                    \
-  X(loom_checkpoint_vtable, load, 4)
+  X(loom_checkpoint_vtable, load, 4) X(loom_batch, add_field, 4)                              \
+  X(loom_model_forward_args, field_count, 5) X(loom_batch_field, tensor, 2)
 
 #ifdef __cplusplus
 extern "C" {

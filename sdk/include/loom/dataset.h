@@ -15,12 +15,36 @@ extern "C" {
 
 typedef struct loom_dataset loom_dataset; /* plugin-defined */
 
+/* Standard names of batch fields (ABI 1.2). inputs and targets ARE input_ids and labels; the
+ * others travel through add_field. A workload may add fields of its own under other names.
+ *   input_ids       int64 [B, T]: the tokens fed to the model (loom_batch.inputs)
+ *   labels          int64 [B, T]: the tokens to predict; LOOM_IGNORE_INDEX where no loss
+ *                   (loom_batch.targets)
+ *   position_ids    int64 [B, T]: each token's position in its document (restarts at 0 for
+ *                   every document of a packed row)
+ *   document_ids    int64 [B, T]: which document of the row a token belongs to; attention never
+ *                   crosses from one document to another
+ *   attention_mask  int64 or bool [B, T]: 1 for real tokens, 0 for padding
+ *   loss_weight     float32 [B, T]: a weight per label position
+ * Ragged data crosses as two fields, NAME_values and NAME_offsets (int64, one more entry than
+ * rows, offsets[0] = 0), as in CSR. */
+
+/* (ABI 1.2) Hands one named field of a batch to the host. name: borrowed for the call, lower
+   snake case, unique within the batch, not input_ids or labels. tensor: any dtype and rank, on
+   the CPU; ownership passes to the host, which calls its deleter even when this fails. */
+typedef loom_status* (*loom_batch_add_field_fn)(void* fields, const char* name, DLManagedTensor* tensor);
+
 typedef struct loom_batch {
   size_t struct_size;       /* set by the host */
   DLManagedTensor* inputs;  /* out; int64 [B, T] on CPU; the host takes ownership and calls
                                its deleter */
   DLManagedTensor* targets; /* out; int64 [B, T] on CPU; same ownership; LOOM_IGNORE_INDEX
                                marks positions without loss */
+  /* (ABI 1.2) Set by the host before it calls next; a dataset keeps both as they are. Call
+     add_field(fields, name, tensor) once per field beyond inputs and targets. NULL when the
+     host predates 1.2: the dataset then frees its extra fields itself. */
+  void* fields;                      /* owned by the host; pass it back to add_field */
+  loom_batch_add_field_fn add_field; /* may be NULL */
 } loom_batch;
 
 typedef struct loom_dataset_vtable {
@@ -37,6 +61,7 @@ typedef struct loom_dataset_vtable {
 } loom_dataset_vtable;
 
 LOOM_ABI_OFFSET(loom_batch, targets, 2);
+LOOM_ABI_OFFSET(loom_batch, add_field, 4);
 LOOM_ABI_OFFSET(loom_dataset_vtable, next, 3);
 LOOM_ABI_OFFSET(loom_dataset_vtable, state_load, 5);
 

@@ -6,12 +6,17 @@
 //     Zeros(const loom::Config&, const loom::Context&) {}
 //     Batch next() override {
 //       return {loom::dlpack_int64(std::vector<int64_t>(8 * 16), {8, 16}),
-//               loom::dlpack_int64(std::vector<int64_t>(8 * 16), {8, 16})};
+//               loom::dlpack_int64(std::vector<int64_t>(8 * 16), {8, 16}),
+//               {{"position_ids", loom::dlpack_int64(std::vector<int64_t>(8 * 16), {8, 16})}}};
 //     }
 //   };
+//
+// Fields beyond inputs and targets (ABI 1.2; loom/dataset.h lists the standard names) go in
+// Batch::fields; a host older than 1.2 does not receive them.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <loom/dlpack.hpp>
 #include <loom/plugin.hpp>
@@ -20,9 +25,14 @@ namespace loom {
 
 class Dataset {
  public:
+  struct Field {
+    std::string name;         // lower snake case; not input_ids or labels (those are the above)
+    DLManagedTensor* tensor;  // any dtype and rank, CPU; ownership passes to the host
+  };
   struct Batch {
     DLManagedTensor* inputs;   // int64 (B, T); ownership passes to the host
     DLManagedTensor* targets;  // int64 (B, T); ownership passes to the host
+    std::vector<Field> fields = {};  // (ABI 1.2) the batch's other named fields, in order
   };
   static constexpr loom_kind kind = LOOM_KIND_DATASET;
   template <class T>
@@ -37,6 +47,32 @@ class Dataset {
   virtual void load_state(const std::string& state) { (void)state; }
 };
 
+namespace detail {
+
+// Hands a batch to the host: inputs and targets in *out, every other field through the host's
+// add_field (which takes each tensor even when it fails; the first failure is returned).
+inline loom_status* dataset_next(Dataset& dataset, loom_batch* out) {
+  Dataset::Batch b{};
+  if (loom_status* failed = guard([&] { b = dataset.next(); })) return failed;
+  loom_batch filled = read_in(out);  // keeps the host's fields and add_field
+  filled.inputs = b.inputs;
+  filled.targets = b.targets;
+  write_out(out, filled);
+  loom_status* first_failure = nullptr;
+  for (const Dataset::Field& f : b.fields) {
+    if (filled.add_field == nullptr) {  // a host older than ABI 1.2 takes no fields
+      if (f.tensor && f.tensor->deleter) f.tensor->deleter(f.tensor);
+      continue;
+    }
+    loom_status* s = filled.add_field(filled.fields, f.name.c_str(), f.tensor);
+    if (first_failure == nullptr) first_failure = s;
+    else host().status_destroy(s);
+  }
+  return first_failure;
+}
+
+}  // namespace detail
+
 template <class T>
 const void* Dataset::vtable() {
   static const loom_dataset_vtable vt = {
@@ -45,12 +81,7 @@ const void* Dataset::vtable() {
         return detail::create<Dataset, T>(c, cfg, out);
       },
       &detail::destroy<Dataset, loom_dataset>,
-      [](loom_dataset* d, loom_batch* out) {
-        return guard([&] {
-          const Dataset::Batch b = detail::self<Dataset>(d).next();
-          write_out(out, loom_batch{sizeof(loom_batch), b.inputs, b.targets});
-        });
-      },
+      [](loom_dataset* d, loom_batch* out) { return detail::dataset_next(detail::self<Dataset>(d), out); },
       detail::state_callbacks<T, Dataset, loom_dataset>::save,
       detail::state_callbacks<T, Dataset, loom_dataset>::load};
   return &vt;

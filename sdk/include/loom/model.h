@@ -27,6 +27,14 @@ typedef struct loom_param_view {
   uint32_t flags;           /* out; LOOM_PARAM_FLAG_* */
 } loom_param_view;
 
+/* (ABI 1.2) One named field of the batch (loom/dataset.h lists the standard names). */
+typedef struct loom_batch_field {
+  size_t struct_size;
+  const char* name;                /* borrowed for the call */
+  const loom_torch_tensor* tensor; /* borrowed for the call; on the run device, the dataset's
+                                      dtype and shape */
+} loom_batch_field;
+
 typedef struct loom_model_forward_args {
   size_t struct_size;
   const loom_torch_tensor* inputs;  /* borrowed for the call; int64 [B, T] on the run device */
@@ -34,6 +42,10 @@ typedef struct loom_model_forward_args {
                                        marks positions without loss */
   loom_torch_tensor* loss_sum;      /* out; a host-owned slot: assign the scalar SUM of the
                                        per-token losses (the host normalizes by token count) */
+  /* (ABI 1.2) The batch's fields beyond inputs (input_ids) and targets (labels), in the order
+     the dataset added them; borrowed for the call. field_count 0: the dataset gave none. */
+  const loom_batch_field* const* fields;
+  size_t field_count;
 } loom_model_forward_args;
 
 typedef struct loom_model_vtable {
@@ -52,6 +64,8 @@ typedef struct loom_model_vtable {
 
 LOOM_ABI_OFFSET(loom_param_view, flags, 3);
 LOOM_ABI_OFFSET(loom_model_forward_args, loss_sum, 3);
+LOOM_ABI_OFFSET(loom_model_forward_args, field_count, 5);
+LOOM_ABI_OFFSET(loom_batch_field, tensor, 2);
 LOOM_ABI_OFFSET(loom_model_vtable, forward, 5);
 LOOM_ABI_OFFSET(loom_model_vtable, flops_per_token, 7);
 

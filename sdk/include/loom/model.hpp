@@ -14,6 +14,8 @@
 
 #include <deque>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <loom/plugin.hpp>
 #include <loom/torch.hpp>
@@ -27,6 +29,32 @@ inline at::Tensor token_loss_sum(const at::Tensor& logits, const at::Tensor& tar
                                 at::Reduction::Sum, LOOM_IGNORE_INDEX);
 }
 
+// A micro-batch as named fields on the run device (ABI 1.2; loom/dataset.h lists the names).
+struct BatchFields {
+  at::Tensor input_ids, labels;                             // int64 (B, T)
+  std::vector<std::pair<std::string, at::Tensor>> others;  // what else the dataset added, in order
+
+  // The field called name (input_ids and labels included), or nullptr.
+  const at::Tensor* find(const std::string& name) const {
+    if (name == "input_ids") return &input_ids;
+    if (name == "labels") return &labels;
+    for (const auto& [n, t] : others)
+      if (n == name) return &t;
+    return nullptr;
+  }
+  // The field, checked: throws loom::Error naming the field, the expected dtype and rank, and
+  // what the dataset gave (so a mismatch is one clear line, not a LibTorch error deep inside).
+  const at::Tensor& require(const std::string& name, at::ScalarType dtype, int64_t dim) const {
+    const at::Tensor* t = find(name);
+    if (t == nullptr) throw Error("batch field \"" + name + "\" is missing; the dataset must provide it");
+    if (t->scalar_type() != dtype || t->dim() != dim)
+      throw Error("batch field \"" + name + "\": expected " + c10::toString(dtype) + " of rank " +
+                  std::to_string(dim) + ", got " + c10::toString(t->scalar_type()) + " of rank " +
+                  std::to_string(t->dim()));
+    return *t;
+  }
+};
+
 class Model {
  public:
   static constexpr loom_kind kind = LOOM_KIND_MODEL;
@@ -36,6 +64,9 @@ class Model {
   virtual ~Model() = default;
   // Sum of per-token losses of one micro-batch. inputs, targets: int64 (B, T).
   virtual at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) = 0;
+  // The same, seeing every field of the batch (ABI 1.2). Override it to read fields such as
+  // position_ids; the default ignores them and calls loss_sum(input_ids, labels).
+  virtual at::Tensor loss_sum(const BatchFields& batch) { return loss_sum(batch.input_ids, batch.labels); }
   virtual void set_training(bool training) { training_ = training; }
   // Forward+backward FLOPs per token, for MFU. A model that does not override it has no
   // flops_per_token callback, and its runs report no MFU.
@@ -75,7 +106,12 @@ struct ModelGlue {
   static loom_status* forward(loom_model* m, const loom_model_forward_args* in) {
     return guard([&] {
       const loom_model_forward_args args = read_in(in);
-      tensor(args.loss_sum) = detail::self<Model>(m).loss_sum(tensor(args.inputs), tensor(args.targets));
+      BatchFields batch{tensor(args.inputs), tensor(args.targets), {}};
+      for (size_t i = 0; i < args.field_count && args.fields != nullptr; ++i) {
+        const loom_batch_field f = read_in(args.fields[i]);
+        batch.others.emplace_back(f.name ? f.name : "", tensor(f.tensor));
+      }
+      tensor(args.loss_sum) = detail::self<Model>(m).loss_sum(batch);
     });
   }
   static loom_status* set_training(loom_model* m, int32_t training) {
