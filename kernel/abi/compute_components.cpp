@@ -22,8 +22,36 @@ std::vector<ModelParam> ModelInstance::params() {
   return out;
 }
 
-at::Tensor ModelInstance::loss_sum(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields) {
-  at::Tensor loss;
+namespace {
+
+// Names of batch fields and reported metrics: lower_snake_case.
+bool is_snake_name(const std::string& name) {
+  return !name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+}
+
+// report_metric (ABI 1.2): runs inside the model's frames, so failures become statuses.
+loom_status* report_metric(void* user, const char* name_in, const loom_torch_tensor* value,
+                           loom_metric_reduction reduction) {
+  auto* metrics = static_cast<std::vector<ReportedMetric>*>(user);
+  try {
+    const std::string name = name_in ? name_in : "";
+    std::string wrong;
+    if (!is_snake_name(name)) wrong = "is not a lower_snake_case name";
+    else if (value == nullptr || !tensor(value).defined() || tensor(value).numel() != 1) wrong = "is not a one-element tensor";
+    else if (reduction < LOOM_METRIC_REDUCTION_SUM || reduction > LOOM_METRIC_REDUCTION_MAX) wrong = "has an unknown reduction";
+    if (!wrong.empty())
+      return host_api()->status_create(LOOM_STATUS_CODE_INVALID_ARGUMENT, ("metric \"" + name + "\" " + wrong).c_str());
+    metrics->push_back({name, tensor(value).detach().reshape({}).to(at::kDouble), reduction});
+    return nullptr;
+  } catch (const std::exception& e) {
+    return host_api()->status_create(LOOM_STATUS_CODE_INTERNAL, e.what());
+  }
+}
+
+}  // namespace
+
+ForwardResult ModelInstance::forward(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields) {
+  ForwardResult out;
   std::vector<loom_batch_field> views(fields.size());
   std::vector<const loom_batch_field*> pointers(fields.size());
   for (size_t i = 0; i < fields.size(); ++i) {
@@ -36,13 +64,21 @@ at::Tensor ModelInstance::loss_sum(const at::Tensor& inputs, const at::Tensor& t
   args.struct_size = sizeof(args);
   args.inputs = handle(inputs);
   args.targets = handle(targets);
-  args.loss_sum = handle(loss);
+  args.loss_sum = handle(out.loss_sum);
   args.fields = pointers.data();
   args.field_count = pointers.size();
+  args.units = handle(out.units);
+  args.metrics = &out.metrics;
+  args.report_metric = &report_metric;
   check(vt_.forward(handle_, &args), "forward");
-  if (!loss.defined() || loss.numel() != 1)
+  if (!out.loss_sum.defined() || out.loss_sum.numel() != 1)
     throw runtime_failure(where() + ": forward must assign a scalar loss sum");
-  return loss.reshape({});
+  out.loss_sum = out.loss_sum.reshape({});
+  if (out.units.defined()) {
+    if (out.units.numel() != 1) throw runtime_failure(where() + ": forward's units must be one number");
+    out.units = out.units.detach().reshape({}).to(at::kDouble);
+  }
+  return out;
 }
 
 void ModelInstance::set_training(bool training) {
@@ -63,10 +99,6 @@ struct FieldSink {
   std::string who;  // the dataset, for messages
 };
 
-bool is_field_name(const std::string& name) {
-  return !name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
-}
-
 // Runs inside the dataset's frames: every failure becomes a status, and the tensor is always
 // taken (freed on failure), as loom/dataset.h promises.
 loom_status* add_batch_field(void* user, const char* name_in, DLManagedTensor* tensor) {
@@ -74,7 +106,7 @@ loom_status* add_batch_field(void* user, const char* name_in, DLManagedTensor* t
   try {
     const std::string name = name_in ? name_in : "";
     std::string wrong;
-    if (!is_field_name(name)) wrong = "is not a lower_snake_case name";
+    if (!is_snake_name(name)) wrong = "is not a lower_snake_case name";
     else if (name == "input_ids" || name == "labels") wrong = "travels as the batch's inputs or targets, not as a field";
     for (const auto& field : sink->fields)
       if (field.first == name) wrong = "was added twice";

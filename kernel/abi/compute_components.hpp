@@ -14,6 +14,20 @@ namespace loom {
 // A batch's fields beyond inputs and targets (ABI 1.2), in the order the dataset added them.
 using BatchFields = std::vector<std::pair<std::string, at::Tensor>>;
 
+// A scalar the model reported for one micro-batch (ABI 1.2).
+struct ReportedMetric {
+  std::string name;
+  at::Tensor value;  // one element, on the run device: read only on log steps
+  loom_metric_reduction reduction;
+};
+
+// What one forward gives back.
+struct ForwardResult {
+  at::Tensor loss_sum;                  // scalar: the sum of the per-unit losses
+  at::Tensor units;                     // undefined unless the model reported its units
+  std::vector<ReportedMetric> metrics;  // in the order reported
+};
+
 struct ModelParam {
   std::string name;
   at::Tensor* tensor;  // owned by the model; the host rebinds its storage
@@ -24,8 +38,12 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
  public:
   ModelInstance(const SlotConfig& slot, const RunContext& run);
   std::vector<ModelParam> params();
-  // Sum of per-token losses of one micro-batch; fields: the batch's other named fields.
-  at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields = {});
+  // One micro-batch's loss sum, units and metrics; fields: the batch's other named fields.
+  ForwardResult forward(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields = {});
+  // The loss sum alone.
+  at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields = {}) {
+    return forward(inputs, targets, fields).loss_sum;
+  }
   void set_training(bool training);
   double flops_per_token() const;
 };

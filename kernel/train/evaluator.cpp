@@ -15,20 +15,24 @@ MetricList Evaluator::run(ModelInstance& model) {
   at::NoGradGuard no_grad;
   const AutocastScope autocast(precision_, device_);
   model.set_training(false);
-  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kDouble));
+  const auto on_device = at::TensorOptions().device(device_).dtype(at::kDouble);
+  at::Tensor loss_sum = at::zeros({}, on_device);
+  at::Tensor units = at::zeros({}, on_device);  // label tokens, or what the model counts (ABI 1.2)
   int64_t tokens = 0;
   for (int64_t i = 0; i < max_batches_; ++i) {
     const Batch b = data_.next();
     BatchFields fields = b.fields;  // the evaluator reads the dataset directly: fields come as they are on the CPU
     for (auto& field : fields) field.second = field.second.to(device_);
-    loss_sum += model.loss_sum(b.inputs.to(device_), b.targets.to(device_), fields).to(at::kDouble);
+    const ForwardResult out = model.forward(b.inputs.to(device_), b.targets.to(device_), fields);
+    loss_sum += out.loss_sum.to(at::kDouble);
+    units += out.units.defined() ? out.units.to(device_) : at::full({}, static_cast<double>(b.tokens), on_device);
     tokens += b.tokens;
   }
   model.set_training(true);
-  at::Tensor totals = at::stack({loss_sum.to(at::kCPU), at::full({}, static_cast<double>(tokens), at::kDouble)});
+  at::Tensor totals = at::stack({loss_sum, units, at::full({}, static_cast<double>(tokens), on_device)}).to(at::kCPU);
   if (comm_) comm_->allreduce_sum(totals);
-  tokens = static_cast<int64_t>(totals[1].item<double>());
-  const double loss = totals[0].item<double>() / static_cast<double>(std::max<int64_t>(tokens, 1));
+  tokens = static_cast<int64_t>(totals[2].item<double>());
+  const double loss = totals[0].item<double>() / std::max(totals[1].item<double>(), 1.0);
   return {{"eval_loss", loss}, {"eval_ppl", std::exp(loss)}, {"eval_tokens", static_cast<double>(tokens)}};
 }
 

@@ -84,8 +84,11 @@ at::Tensor FlatParams::grad_norm() const {
 
 void FlatParams::clip(const at::Tensor& norm, double max_norm) {
   // coefficient = min(1, max_norm / norm), computed on the device: no host sync
-  const at::Tensor coefficient = (max_norm / (norm + 1e-6)).clamp_max(1.0);
-  for (auto& g : groups_) g->grads.mul_(coefficient.to(g->grads.device(), g->grads.scalar_type()));
+  scale_grads((max_norm / (norm + 1e-6)).clamp_max(1.0));
+}
+
+void FlatParams::scale_grads(const at::Tensor& factor) {
+  for (auto& g : groups_) g->grads.mul_(factor.to(g->grads.device(), g->grads.scalar_type()));
 }
 
 std::vector<at::Tensor> FlatParams::param_buffers() const {

@@ -30,6 +30,8 @@ class FlatParams {
   at::Tensor grad_norm() const;
   // Scales gradients so their norm is at most max_norm, given the norm from grad_norm().
   void clip(const at::Tensor& norm, double max_norm);
+  // Multiplies every gradient by a one-element tensor (on any device; no host sync).
+  void scale_grads(const at::Tensor& factor);
   // The ABI view handed to the optimizer; valid as long as this object.
   const loom_param_groups& abi() const { return abi_groups_; }
   int64_t numel() const;

@@ -14,6 +14,7 @@
 #include "train/device.hpp"
 #include "train/events.hpp"
 #include "train/log_window.hpp"
+#include "train/model_metrics.hpp"
 #include "train/prefetcher.hpp"
 #include "train/progress.hpp"
 #include "train/run_state.hpp"
@@ -117,16 +118,21 @@ class Trainer {
     // 2. Forward and backward; every token weighs the same across micro-batches.
     p_->flat.zero_grad();
     at::Tensor loss_total = at::zeros({}, at::TensorOptions().device(device_));
+    at::Tensor units_total;  // defined when the model reports its own units (ABI 1.2)
+    int64_t tokens_before = 0;  // this rank's label tokens in the micro-batches before
     const double scale = 1.0 / static_cast<double>(std::max<int64_t>(tokens, 1));
     for (size_t i = 0; i < batches.size(); ++i) {
       const Batch& b = batches[i];
-      at::Tensor loss;
+      ForwardResult out;
       {
         const AutocastScope autocast(settings_.precision, device_);  // forward and loss only
         // The prefetcher already moved the batch to the device, so .to(device_) is a no-op;
         // under autocast the loss may come back in bf16, and it is summed in fp32.
-        loss = p_->model.loss_sum(b.inputs.to(device_), b.targets.to(device_), b.fields).to(at::kFloat);
+        out = p_->model.forward(b.inputs.to(device_), b.targets.to(device_), b.fields);
       }
+      const at::Tensor loss = out.loss_sum.to(at::kFloat);
+      if (out.units.defined() || !out.metrics.empty()) count_units(out, b, tokens_before, units_total);
+      tokens_before += b.tokens;
       if (grad_sync_ && i + 1 == batches.size()) grad_sync_->arm();  // communicate on the last only
       (loss * scale).backward();
       loss_total += loss.detach();
@@ -136,6 +142,12 @@ class Trainer {
     if (comm_) {
       overlap_sum_ += grad_sync_->finish();
       comm_->allreduce_sum(loss_total);
+    }
+    if (units_total.defined()) {  // the model's units: rescale what was divided by tokens
+      if (comm_) comm_->allreduce_sum(units_total);
+      const at::Tensor correction = static_cast<double>(std::max<int64_t>(tokens, 1)) / units_total;
+      p_->flat.scale_grads(correction);
+      loss_total = loss_total * correction.to(loss_total.scalar_type());
     }
     const at::Tensor norm = p_->flat.grad_norm();
     const at::Tensor stats = at::stack({loss_total * scale, norm.to(loss_total.dtype())}).to(at::kCPU, at::kDouble);
@@ -162,6 +174,18 @@ class Trainer {
     const double seconds = seconds_since(step_started);
     step_seconds_ema_ = summary_.steps == 1 ? seconds : 0.9 * step_seconds_ema_ + 0.1 * seconds;
     return requests;
+  }
+
+  // A micro-batch whose model reported units or metrics: its units join the step's total
+  // (units_total stays undefined while no model reports units), its metrics the log window.
+  void count_units(const ForwardResult& out, const Batch& b, int64_t tokens_before, at::Tensor& units_total) {
+    const auto on_device = at::TensorOptions().device(device_).dtype(at::kDouble);
+    const at::Tensor units =
+        out.units.defined() ? out.units.to(device_) : at::full({}, static_cast<double>(b.tokens), on_device);
+    if (out.units.defined() && !units_total.defined())
+      units_total = at::full({}, static_cast<double>(tokens_before), on_device);
+    if (units_total.defined()) units_total += units;
+    model_metrics_.add(out.metrics, units);
   }
 
   // After each step: what the hooks asked for and the signals received, agreed across ranks,
@@ -252,6 +276,8 @@ class Trainer {
     if (comm_) metrics.emplace_back("buckets_started_in_backward", overlap_sum_ / static_cast<double>(window_steps));
     overlap_sum_ = 0;
     if (summary_.skipped_steps > 0) metrics.emplace_back("skipped_steps", static_cast<double>(summary_.skipped_steps));
+    const MetricList reported = model_metrics_.finish(comm_.get(), window_steps);
+    metrics.insert(metrics.end(), reported.begin(), reported.end());
     metrics.insert(metrics.end(), eval_metrics_.begin(), eval_metrics_.end());
     const MetricsView view(progress_.step, metrics);
     for (auto& tracker : p_->trackers) tracker.log(view);
@@ -309,6 +335,7 @@ class Trainer {
   std::string data_state_;     // dataset position after the last batch consumed
   int64_t last_saved_step_ = -1;
   LogWindow window_;
+  ModelMetrics model_metrics_;  // what the model reported since the last log
   double overlap_sum_ = 0;     // fraction of buckets started during backward, summed over the window
   double step_seconds_ema_ = 0;
   MetricList eval_metrics_;    // this step's evaluation, until the step's tracker record

@@ -7,9 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "run_host.hpp"
 
@@ -39,6 +43,21 @@ void check_trains(const fs::path& dir) {
   const auto r = run_host("run " + (dir / "m.toml").string());
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(contains(loom_test::read_file(dir / "t" / "metrics.jsonl"), "\"step\":3"));
+}
+
+// metrics.jsonl as one JSON object per logged step.
+std::vector<nlohmann::json> logged(const fs::path& run) {
+  std::vector<nlohmann::json> out;
+  std::istringstream lines(loom_test::read_file(run / "metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// fields_data's inputs of batch k: (16k + j) % 64 for j = 0..7.
+std::vector<double> inputs_of_batch(int64_t k) {
+  std::vector<double> out;
+  for (int64_t j = 0; j < 8; ++j) out.push_back(static_cast<double>((16 * k + j) % 64));
+  return out;
 }
 
 struct Expected {
@@ -101,4 +120,58 @@ TEST_CASE("bad fields are one line naming the dataset or model, the field, expec
   CHECK(r.code == 1);
   CHECK(contains(r.err, "error: [model] fields_model"));
   CHECK(contains(r.err, "batch field \"position_ids\": expected Float of rank 2, got Long of rank 2"));
+}
+
+TEST_CASE("model-reported metrics reach trackers, reduced over micro-batches by their reduction") {
+  const fs::path dir = write_manifest("metrics", "use = \"fields_model\"", "use = \"fields_data\"", 2);
+  const auto r = run_host("run " + (dir / "m.toml").string());
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const auto steps = logged(dir / "t");
+  REQUIRE(steps.size() == 3);
+  for (int64_t n = 1; n <= 3; ++n) {  // step n trains on batches 2(n-1) and 2(n-1)+1
+    CAPTURE(n);
+    std::vector<double> inputs = inputs_of_batch(2 * (n - 1)), second = inputs_of_batch(2 * (n - 1) + 1);
+    inputs.insert(inputs.end(), second.begin(), second.end());
+    double sum = 0;
+    for (double v : inputs) sum += v;
+    const nlohmann::json& m = steps[static_cast<size_t>(n - 1)];
+    CHECK(m.at("inputs_mean").get<double>() == doctest::Approx(sum / 16).epsilon(1e-12));
+    CHECK(m.at("micro_batches").get<double>() == 2.0);
+    CHECK(m.at("inputs_max").get<double>() == *std::max_element(inputs.begin(), inputs.end()));
+  }
+}
+
+TEST_CASE("a model that counts its own units: the loss and gradients are divided by them") {
+  const fs::path tokens = write_manifest("units-tokens", "use = \"fields_model\"", "use = \"fields_data\"", 2);
+  const fs::path samples =
+      write_manifest("units-samples", "use = \"fields_model\"\nunits = \"samples\"", "use = \"fields_data\"", 2);
+  for (const fs::path& dir : {tokens, samples}) REQUIRE(run_host("run " + (dir / "m.toml").string()).code == 0);
+  // The bigram table starts at zero: every one of the 2 x 8 label tokens costs ln 64. Divided
+  // by 16 tokens that is ln 64; by 4 rows (2 per micro-batch), 4 ln 64, and every gradient 4x.
+  const auto by_tokens = logged(tokens / "t"), by_samples = logged(samples / "t");
+  CHECK(by_tokens[0].at("loss").get<double>() == doctest::Approx(std::log(64.0)).epsilon(1e-6));
+  CHECK(by_samples[0].at("loss").get<double>() == doctest::Approx(4 * std::log(64.0)).epsilon(1e-6));
+  CHECK(by_samples[0].at("grad_norm").get<double>() ==
+        doctest::Approx(4 * by_tokens[0].at("grad_norm").get<double>()).epsilon(1e-6));
+}
+
+TEST_CASE("two ranks: metrics and units reduce across them") {
+  // Both ranks draw the same batches (fields_data ignores the rank), so a sum doubles and a
+  // mean, a max, the loss per unit and the gradient stay what one rank computes.
+  const fs::path one =
+      write_manifest("ranks-one", "use = \"fields_model\"\nunits = \"samples\"", "use = \"fields_data\"", 2);
+  const fs::path two =
+      write_manifest("ranks-two", "use = \"fields_model\"\nunits = \"samples\"", "use = \"fields_data\"", 2);
+  REQUIRE(run_host("run " + (one / "m.toml").string()).code == 0);
+  const auto r = run_host("launch --nproc-per-node 2 -- run " + (two / "m.toml").string());
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const auto single = logged(one / "t"), pair = logged(two / "t");
+  REQUIRE(pair.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(pair[i].at("micro_batches").get<double>() == 4.0);
+    for (const char* same : {"inputs_mean", "inputs_max", "loss", "grad_norm"})
+      CHECK_MESSAGE(pair[i].at(same).get<double>() == doctest::Approx(single[i].at(same).get<double>()).epsilon(1e-6),
+                    same);
+  }
 }

@@ -35,6 +35,21 @@ typedef struct loom_batch_field {
                                       dtype and shape */
 } loom_batch_field;
 
+/* (ABI 1.2) How a metric the model reports combines over the micro-batches of a step, the
+   ranks, and the steps of a log window (trackers get one value per metric and log). */
+typedef enum loom_metric_reduction {
+  LOOM_METRIC_REDUCTION_SUM = 0,  /* summed over micro-batches and ranks; logged per step (the
+                                     window's mean of those sums) */
+  LOOM_METRIC_REDUCTION_MEAN = 1, /* mean weighted by each micro-batch's units */
+  LOOM_METRIC_REDUCTION_MAX = 2   /* the largest value seen */
+} loom_metric_reduction;
+
+/* (ABI 1.2) Reports one named scalar for this micro-batch. name: borrowed for the call, lower
+   snake case; value: borrowed for the call, a one-element tensor on the run device (the host
+   copies it and reads it only on log steps, so reporting costs no host sync). */
+typedef loom_status* (*loom_report_metric_fn)(void* metrics, const char* name, const loom_torch_tensor* value,
+                                              loom_metric_reduction reduction);
+
 typedef struct loom_model_forward_args {
   size_t struct_size;
   const loom_torch_tensor* inputs;  /* borrowed for the call; int64 [B, T] on the run device */
@@ -46,6 +61,13 @@ typedef struct loom_model_forward_args {
      the dataset added them; borrowed for the call. field_count 0: the dataset gave none. */
   const loom_batch_field* const* fields;
   size_t field_count;
+  /* (ABI 1.2) out; a host-owned slot, undefined on entry. Assign a one-element tensor: how many
+     loss-carrying units this micro-batch had (samples, for a per-sample loss). The host then
+     divides the loss sums by these units, summed over micro-batches and ranks, instead of by
+     the label tokens. Left undefined: the units are the labels that are not LOOM_IGNORE_INDEX. */
+  loom_torch_tensor* units;
+  void* metrics;                       /* (ABI 1.2) owned by the host; pass to report_metric */
+  loom_report_metric_fn report_metric; /* (ABI 1.2) may be NULL: a host older than 1.2 */
 } loom_model_forward_args;
 
 typedef struct loom_model_vtable {
@@ -65,6 +87,7 @@ typedef struct loom_model_vtable {
 LOOM_ABI_OFFSET(loom_param_view, flags, 3);
 LOOM_ABI_OFFSET(loom_model_forward_args, loss_sum, 3);
 LOOM_ABI_OFFSET(loom_model_forward_args, field_count, 5);
+LOOM_ABI_OFFSET(loom_model_forward_args, report_metric, 8);
 LOOM_ABI_OFFSET(loom_batch_field, tensor, 2);
 LOOM_ABI_OFFSET(loom_model_vtable, forward, 5);
 LOOM_ABI_OFFSET(loom_model_vtable, flops_per_token, 7);

@@ -68,6 +68,20 @@ class Model {
   // position_ids; the default ignores them and calls loss_sum(input_ids, labels).
   virtual at::Tensor loss_sum(const BatchFields& batch) { return loss_sum(batch.input_ids, batch.labels); }
   virtual void set_training(bool training) { training_ = training; }
+
+  // Inside loss_sum (ABI 1.2): reports a named scalar of this micro-batch (a one-element
+  // tensor on the run device; no host sync), combined over micro-batches, ranks and the log
+  // window by `reduction`. A host older than 1.2 ignores it.
+  void report(const std::string& metric, const at::Tensor& value,
+              loom_metric_reduction reduction = LOOM_METRIC_REDUCTION_MEAN) {
+    if (forward_ == nullptr || forward_->report_metric == nullptr) return;
+    check(forward_->report_metric(forward_->metrics, metric.c_str(), handle(value), reduction));
+  }
+  // Inside loss_sum (ABI 1.2): the micro-batch's loss-carrying units, when they are not its
+  // label tokens (samples, for a per-sample loss); the host normalizes by their sum.
+  void set_units(const at::Tensor& units) {
+    if (forward_ != nullptr && forward_->units != nullptr) tensor(forward_->units) = units;  // NULL: host < 1.2
+  }
   // Forward+backward FLOPs per token, for MFU. A model that does not override it has no
   // flops_per_token callback, and its runs report no MFU.
   virtual double flops_per_token() const { return 0.0; }
@@ -83,6 +97,7 @@ class Model {
   bool training_ = true;
 
  private:
+  const loom_model_forward_args* forward_ = nullptr;  // the host's args, during a forward call
   struct Param {
     std::string name;
     at::Tensor tensor;
@@ -111,7 +126,13 @@ struct ModelGlue {
         const loom_batch_field f = read_in(args.fields[i]);
         batch.others.emplace_back(f.name ? f.name : "", tensor(f.tensor));
       }
-      tensor(args.loss_sum) = detail::self<Model>(m).loss_sum(batch);
+      Model& model = detail::self<Model>(m);
+      model.forward_ = &args;  // for report() and set_units(), during this call only
+      struct Reset {
+        Model& model;
+        ~Reset() { model.forward_ = nullptr; }
+      } reset{model};
+      tensor(args.loss_sum) = model.loss_sum(batch);
     });
   }
   static loom_status* set_training(loom_model* m, int32_t training) {

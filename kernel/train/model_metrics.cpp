@@ -1,0 +1,59 @@
+#include "train/model_metrics.hpp"
+
+#include "base/failure.hpp"
+
+namespace loom {
+
+void ModelMetrics::add(const std::vector<ReportedMetric>& reported, const at::Tensor& units) {
+  for (const ReportedMetric& m : reported) {
+    auto [it, fresh] = sums_.try_emplace(m.name, Sum{m.reduction, {}, {}});
+    Sum& sum = it->second;
+    if (sum.reduction != m.reduction)
+      throw runtime_failure("model metric \"" + m.name + "\" was reported with two different reductions");
+    const at::Tensor weighted = m.reduction == LOOM_METRIC_REDUCTION_MEAN ? m.value * units.to(m.value.device()) : m.value;
+    if (fresh) {
+      sum.value = weighted.clone();
+      if (m.reduction == LOOM_METRIC_REDUCTION_MEAN) sum.weight = units.to(m.value.device(), at::kDouble).clone();
+    } else if (m.reduction == LOOM_METRIC_REDUCTION_MAX) {
+      sum.value = at::maximum(sum.value, weighted);
+    } else {
+      sum.value += weighted;
+      if (m.reduction == LOOM_METRIC_REDUCTION_MEAN) sum.weight += units.to(m.value.device(), at::kDouble);
+    }
+  }
+}
+
+MetricList ModelMetrics::finish(Communicator* comm, int64_t steps) {
+  MetricList out;
+  if (sums_.empty()) return out;
+  // Two vectors: what ranks add up, and what they take the largest of.
+  std::vector<at::Tensor> added, largest;
+  for (const auto& [name, s] : sums_) {
+    if (s.reduction == LOOM_METRIC_REDUCTION_MAX) largest.push_back(s.value);
+    else added.push_back(s.value);
+    if (s.reduction == LOOM_METRIC_REDUCTION_MEAN) added.push_back(s.weight);
+  }
+  at::Tensor added_all = added.empty() ? at::zeros({0}, at::kDouble) : at::stack(added);
+  at::Tensor largest_all = largest.empty() ? at::zeros({0}, at::kDouble) : at::stack(largest);
+  if (comm) {
+    if (added_all.numel() > 0) comm->allreduce_sum(added_all);
+    if (largest_all.numel() > 0) comm->allreduce_max(largest_all);
+  }
+  const at::Tensor added_host = added_all.to(at::kCPU), largest_host = largest_all.to(at::kCPU);
+  const double* a = added_host.data_ptr<double>();
+  const double* l = largest_host.data_ptr<double>();
+  for (const auto& [name, s] : sums_) {
+    if (s.reduction == LOOM_METRIC_REDUCTION_MAX) {
+      out.emplace_back(name, *l++);
+    } else if (s.reduction == LOOM_METRIC_REDUCTION_SUM) {
+      out.emplace_back(name, *a++ / static_cast<double>(std::max<int64_t>(steps, 1)));
+    } else {
+      const double value = *a++, weight = *a++;
+      out.emplace_back(name, value / (weight != 0 ? weight : 1.0));
+    }
+  }
+  sums_.clear();
+  return out;
+}
+
+}  // namespace loom
