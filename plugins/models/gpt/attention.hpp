@@ -26,7 +26,8 @@ inline at::Tensor causal_mask(int64_t block_size, const at::Device& device) {
   return at::zeros({block_size, block_size}).masked_fill(above, -INFINITY).to(device);         // (T, T)
 }
 
-// softmax(q k^T / sqrt(D) + mask) v, with dropout on the attention weights.
+// softmax(q k^T / sqrt(D) + mask) v, with dropout on the attention weights. mask: the shared
+// (T_max, T_max) causal bias, or (B, T, T), one per row (packed documents, packing.hpp).
 // q: (B, H, T, D); k, v: (B, K, T, D) with H a multiple of K (grouped-query attention: query
 // head h reads key/value head h / (H / K), as Hugging Face's repeat_kv). Returns (B, H, T, D).
 // Scale and mask ride in one baddbmm (scores = mask + scale * q k^T): the textbook
@@ -40,7 +41,8 @@ inline at::Tensor causal_attention(const at::Tensor& q, at::Tensor k, at::Tensor
     v = v.repeat_interleave(H / K, /*dim=*/1);  // (B, H, T, D)
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  const at::Tensor bias = mask.narrow(0, 0, T).narrow(1, 0, T).expand({B * H, T, T});  // (BH, T, T), a view
+  const at::Tensor bias = mask.dim() == 3 ? mask.unsqueeze(1).expand({B, H, T, T}).reshape({B * H, T, T})
+                                          : mask.narrow(0, 0, T).narrow(1, 0, T).expand({B * H, T, T});  // (BH, T, T)
   const at::Tensor scores = at::baddbmm(bias, q.reshape({B * H, T, D}), k.reshape({B * H, T, D}).transpose(1, 2),
                                         /*beta=*/1.0, /*alpha=*/scale);                 // (BH, T, T)
   const at::Tensor att = maybe_dropout(at::softmax(scores, -1), dropout_p, training);   // (BH, T, T)
@@ -65,11 +67,17 @@ struct Rope {
     sin = both.sin().to(at::kFloat).to(device);
   }
 
-  // x: (B, heads, T, D) -> same shape, each position rotated by its angles.
-  at::Tensor apply(const at::Tensor& x) const {
-    const int64_t T = x.size(2), half = x.size(3) / 2;
+  // x: (B, heads, T, D) -> same shape, each position rotated by its angles. positions: (B, T)
+  // int64 (packed documents), or undefined for 0..T-1 on every row.
+  at::Tensor apply(const at::Tensor& x, const at::Tensor& positions = at::Tensor()) const {
+    const int64_t B = x.size(0), T = x.size(2), D = x.size(3), half = D / 2;
     const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);  // rotate_half
-    return x * cos.narrow(0, 0, T).to(x.scalar_type()) + rotated * sin.narrow(0, 0, T).to(x.scalar_type());
+    if (!positions.defined())
+      return x * cos.narrow(0, 0, T).to(x.scalar_type()) + rotated * sin.narrow(0, 0, T).to(x.scalar_type());
+    const at::Tensor index = positions.reshape({-1});
+    const at::Tensor c = cos.index_select(0, index).view({B, 1, T, D}).to(x.scalar_type());  // (B, 1, T, D)
+    const at::Tensor s = sin.index_select(0, index).view({B, 1, T, D}).to(x.scalar_type());  // (B, 1, T, D)
+    return x * c + rotated * s;
   }
 };
 

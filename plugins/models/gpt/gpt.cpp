@@ -17,6 +17,7 @@
 #include "attention.hpp"
 #include "common.hpp"
 #include "components.hpp"
+#include "packing.hpp"
 
 namespace {
 
@@ -120,29 +121,39 @@ class Gpt final : public loom::Model {
   }
 
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
+    return loss(inputs, targets, {at::Tensor(), mask_});
+  }
+
+  // Packed rows: position_ids and document_ids when the dataset gives them (packing.hpp).
+  at::Tensor loss_sum(const loom::BatchFields& batch) override {
+    return loss(batch.input_ids, batch.labels, loom_gpt::layout_of(batch, mask_, T_, "gpt"));
+  }
+
+  double flops_per_token() const override { return loom_gpt::flops_per_token(matmul_params_, L_, C_, T_); }
+
+ private:
+  at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets, const loom_gpt::Layout& layout) {
     loom_gpt::check_batch("gpt", inputs, targets, T_, V_);
-    const at::Tensor positions = at::arange(inputs.size(1), inputs.options());            // (T)
-    at::Tensor x = at::embedding(wte_, inputs) + at::embedding(wpe_, positions);          // (B, T, C)
+    const at::Tensor positions = layout.positions.defined() ? layout.positions
+                                                            : at::arange(inputs.size(1), inputs.options());  // (B, T) or (T)
+    at::Tensor x = at::embedding(wte_, inputs) + at::embedding(wpe_, positions);  // (B, T, C)
     x = loom_gpt::maybe_dropout(x, dropout_, training_);
     for (const Block& b : blocks_) {
-      x = x + attention(b, at::layer_norm(x, {C_}, b.ln_1_w, b.ln_1_b, kLayerNormEps));  // (B, T, C)
+      x = x + attention(b, at::layer_norm(x, {C_}, b.ln_1_w, b.ln_1_b, kLayerNormEps), layout.mask);  // (B, T, C)
       x = x + mlp(b, at::layer_norm(x, {C_}, b.ln_2_w, b.ln_2_b, kLayerNormEps));        // (B, T, C)
     }
     x = at::layer_norm(x, {C_}, ln_f_w_, ln_f_b_, kLayerNormEps);  // (B, T, C)
     return loom::token_loss_sum(at::linear(x, wte_), targets);     // logits (B, T, V)
   }
 
-  double flops_per_token() const override { return loom_gpt::flops_per_token(matmul_params_, L_, C_, T_); }
-
- private:
-  // x: (B, T, C) after ln_1 -> the attention branch (B, T, C).
-  at::Tensor attention(const Block& b, const at::Tensor& x) const {
+  // x: (B, T, C) after ln_1 -> the attention branch (B, T, C). mask: see causal_attention.
+  at::Tensor attention(const Block& b, const at::Tensor& x, const at::Tensor& mask) const {
     const int64_t B = x.size(0), T = x.size(1), D = C_ / H_;
     const std::vector<at::Tensor> qkv = conv1d(x, b.c_attn_w, b.c_attn_b).split(C_, -1);  // 3 x (B, T, C)
     const at::Tensor q = qkv[0].view({B, T, H_, D}).transpose(1, 2);                        // (B, H, T, D)
     const at::Tensor k = qkv[1].view({B, T, H_, D}).transpose(1, 2);                        // (B, H, T, D)
     const at::Tensor v = qkv[2].view({B, T, H_, D}).transpose(1, 2);                        // (B, H, T, D)
-    const at::Tensor y = loom_gpt::causal_attention(q, k, v, mask_, dropout_, training_);   // (B, H, T, D)
+    const at::Tensor y = loom_gpt::causal_attention(q, k, v, mask, dropout_, training_);    // (B, H, T, D)
     const at::Tensor merged = y.transpose(1, 2).reshape({B, T, C_});                        // (B, T, C)
     return loom_gpt::maybe_dropout(conv1d(merged, b.attn_proj_w, b.attn_proj_b), dropout_, training_);
   }

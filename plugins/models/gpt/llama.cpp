@@ -17,6 +17,7 @@
 #include "attention.hpp"
 #include "common.hpp"
 #include "components.hpp"
+#include "packing.hpp"
 
 namespace {
 
@@ -131,27 +132,36 @@ class Llama final : public loom::Model {
   }
 
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
+    return loss(inputs, targets, {at::Tensor(), mask_});
+  }
+
+  // Packed rows: position_ids and document_ids when the dataset gives them (packing.hpp).
+  at::Tensor loss_sum(const loom::BatchFields& batch) override {
+    return loss(batch.input_ids, batch.labels, loom_gpt::layout_of(batch, mask_, T_, "llama"));
+  }
+
+  double flops_per_token() const override { return loom_gpt::flops_per_token(matmul_params_, L_, C_, T_); }
+
+ private:
+  at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets, const loom_gpt::Layout& layout) {
     loom_gpt::check_batch("llama", inputs, targets, T_, V_);
     at::Tensor x = at::embedding(embed_, inputs);  // (B, T, C)
     for (const Layer& l : layers_) {
-      x = x + attention(l, rms_norm(x, l.input_norm, eps_));  // (B, T, C)
+      x = x + attention(l, rms_norm(x, l.input_norm, eps_), layout);  // (B, T, C)
       x = x + mlp(l, rms_norm(x, l.post_norm, eps_));         // (B, T, C)
     }
     x = rms_norm(x, norm_, eps_);                                  // (B, T, C)
     return loom::token_loss_sum(at::linear(x, lm_head_), targets);  // logits (B, T, V)
   }
 
-  double flops_per_token() const override { return loom_gpt::flops_per_token(matmul_params_, L_, C_, T_); }
-
- private:
   // x: (B, T, C) after input_layernorm -> the attention branch (B, T, C).
-  at::Tensor attention(const Layer& l, const at::Tensor& x) const {
+  at::Tensor attention(const Layer& l, const at::Tensor& x, const loom_gpt::Layout& layout) const {
     const int64_t B = x.size(0), T = x.size(1), D = C_ / H_;
     const at::Tensor q = at::linear(x, l.q_proj).view({B, T, H_, D}).transpose(1, 2);  // (B, H, T, D)
     const at::Tensor k = at::linear(x, l.k_proj).view({B, T, K_, D}).transpose(1, 2);  // (B, K, T, D)
     const at::Tensor v = at::linear(x, l.v_proj).view({B, T, K_, D}).transpose(1, 2);  // (B, K, T, D)
-    const at::Tensor y = loom_gpt::causal_attention(rope_.apply(q), rope_.apply(k), v, mask_, dropout_,
-                                                    training_);       // (B, H, T, D)
+    const at::Tensor y = loom_gpt::causal_attention(rope_.apply(q, layout.positions), rope_.apply(k, layout.positions),
+                                                    v, layout.mask, dropout_, training_);  // (B, H, T, D)
     const at::Tensor merged = y.transpose(1, 2).reshape({B, T, H_ * D});  // (B, T, C)
     return loom_gpt::maybe_dropout(at::linear(merged, l.o_proj), dropout_, training_);
   }

@@ -1,0 +1,51 @@
+// packing.hpp: packed rows for the `gpt` and `llama` components. A dataset that packs several
+// documents into one row gives position_ids (each document's positions restart at 0) and
+// document_ids (attention never crosses from one document to another), as ABI 1.2 batch
+// fields. Header-only, in the plugin-local namespace loom_gpt.
+//
+// Shapes: B = batch, T = sequence.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <loom/model.hpp>
+
+#include <cmath>
+#include <string>
+
+namespace loom_gpt {
+
+// Where each token sits and what it may attend to, for one micro-batch.
+struct Layout {
+  at::Tensor positions;  // (B, T) int64, or undefined: 0..T-1 on every row
+  at::Tensor mask;       // additive attention bias: the model's shared (T_max, T_max) causal
+                         // mask, or (B, T, T) when documents are packed
+};
+
+// The layout the batch's fields ask for. causal: the model's (T_max, T_max) mask. Throws
+// loom::Error naming the component and the field when a field does not fit.
+inline Layout layout_of(const loom::BatchFields& batch, const at::Tensor& causal, int64_t seq_len,
+                        const char* component) {
+  Layout out{at::Tensor(), causal};
+  const auto same_shape = [&](const char* field, const at::Tensor& t) {
+    if (t.sizes() != batch.input_ids.sizes())
+      throw loom::Error(std::string(component) + ": batch field " + field + " must have the shape of input_ids");
+  };
+  if (batch.find("position_ids")) {
+    out.positions = batch.require("position_ids", at::kLong, 2);
+    same_shape("position_ids", out.positions);
+    if (out.positions.device().is_cpu() && out.positions.numel() > 0 &&
+        (out.positions.min().item<int64_t>() < 0 || out.positions.max().item<int64_t>() >= seq_len))
+      throw loom::Error(std::string(component) + ": position_ids must lie in [0, seq_len = " +
+                        std::to_string(seq_len) + "); raise model.seq_len or split the documents");
+  }
+  if (batch.find("document_ids")) {
+    const at::Tensor& docs = batch.require("document_ids", at::kLong, 2);
+    same_shape("document_ids", docs);
+    const int64_t T = docs.size(1);
+    const at::Tensor other_document = docs.unsqueeze(2).ne(docs.unsqueeze(1));  // (B, T, T)
+    out.mask = causal.narrow(0, 0, T).narrow(1, 0, T).unsqueeze(0).masked_fill(other_document, -INFINITY);
+  }
+  return out;
+}
+
+}  // namespace loom_gpt
