@@ -81,8 +81,10 @@ std::optional<fs::path> CheckpointManager::find_resume() {
   return find_latest();
 }
 
-std::optional<fs::path> CheckpointManager::find_latest() {
-  for (const auto& [step, path] : step_dirs(dir_)) {
+std::optional<fs::path> CheckpointManager::find_latest() { return newest_valid_checkpoint(dir_); }
+
+std::optional<fs::path> newest_valid_checkpoint(const fs::path& dir) {
+  for (const auto& [step, path] : step_dirs(dir)) {
     std::string why;
     if (verify_checkpoint(path, &why)) return path;
     spdlog::warn("skipping {}: not a valid checkpoint: {}", path.string(), why);

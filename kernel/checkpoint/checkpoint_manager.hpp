@@ -58,6 +58,9 @@ class CheckpointManager {
   int64_t last_saved_step_ = -1;
 };
 
+// The newest valid checkpoint (step-N folder) in dir, warning about each invalid one skipped.
+std::optional<std::filesystem::path> newest_valid_checkpoint(const std::filesystem::path& dir);
+
 // "<dir>/step-N" for a directory name, or nullopt.
 std::optional<int64_t> checkpoint_step_of(const std::filesystem::path& dir);
 

@@ -1,4 +1,4 @@
-// basic_commands.cpp: `host run`, `host validate` and `host plugins`.
+// basic_commands.cpp: `host run`, `host validate`, `host eval` and `host plugins`.
 #include "cli/commands.hpp"
 
 #include <nlohmann/json.hpp>
@@ -17,6 +17,7 @@
 #include "config/manifest.hpp"
 #include "config/plan.hpp"
 #include "dist/dist_env.hpp"
+#include "train/evaluate_checkpoint.hpp"
 #include "train/trainer.hpp"
 
 namespace fs = std::filesystem;
@@ -69,6 +70,21 @@ int command_validate(const CommandLine& line) {
   auto loaded = load_everything(line.args.at(0), line.overrides);
   std::cout << "# " << line.args.at(0) << " is valid. Resolved:\n" << loaded->plan.resolved_manifest << "\n";
   return static_cast<int>(ExitCode::ok);
+}
+
+int command_eval(const CommandLine& line) {
+  const DistEnv env = read_dist_env();
+  auto loaded = load_everything(line.args.at(0), line.overrides);
+  const CheckpointEvaluation e = evaluate_checkpoint(loaded->plan, line.checkpoint, env);
+  if (line.json) {
+    nlohmann::json out = {{"checkpoint", e.checkpoint.string()}, {"step", e.step}, {"metrics", nlohmann::json::object()}};
+    for (const auto& [name, value] : e.metrics) out["metrics"][name] = value;
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << e.checkpoint.string() << " (step " << e.step << ")\n";
+  for (const auto& [name, value] : e.metrics) std::cout << "  " << std::left << std::setw(20) << name << value << "\n";
+  return 0;
 }
 
 int command_plugins(const CommandLine& line) {

@@ -15,6 +15,7 @@ struct CommandLine {
   std::vector<std::string> overrides;  // --set KEY=VALUE, in order
   bool json = false, all = false, markdown = false, verbose = false, help = false;
   std::string format = "hf-safetensors", out = "model.safetensors";
+  std::string checkpoint;              // eval: a step-N folder; empty: the run's newest
   // launch
   int nproc_per_node = 1, nnodes = 1, node_rank = 0;
   std::string master_addr = "127.0.0.1";
@@ -46,6 +47,7 @@ std::string command_help(const Command& command);
 // The handlers.
 int command_run(const CommandLine& line);
 int command_validate(const CommandLine& line);
+int command_eval(const CommandLine& line);
 int command_plugins(const CommandLine& line);
 int command_describe(const CommandLine& line);
 int command_launch(const CommandLine& line);

@@ -19,13 +19,17 @@ MetricList Evaluator::run(ModelInstance& model) {
   at::Tensor loss_sum = at::zeros({}, on_device);
   at::Tensor units = at::zeros({}, on_device);  // label tokens, or what the model counts (ABI 1.2)
   int64_t tokens = 0;
+  ModelMetrics reported;
   for (int64_t i = 0; i < max_batches_; ++i) {
     const Batch b = data_.next();
     BatchFields fields = b.fields;  // the evaluator reads the dataset directly: fields come as they are on the CPU
     for (auto& field : fields) field.second = field.second.to(device_);
     const ForwardResult out = model.forward(b.inputs.to(device_), b.targets.to(device_), fields);
     loss_sum += out.loss_sum.to(at::kDouble);
-    units += out.units.defined() ? out.units.to(device_) : at::full({}, static_cast<double>(b.tokens), on_device);
+    const at::Tensor batch_units =
+        out.units.defined() ? out.units.to(device_) : at::full({}, static_cast<double>(b.tokens), on_device);
+    units += batch_units;
+    if (!out.metrics.empty()) reported.add(out.metrics, batch_units);
     tokens += b.tokens;
   }
   model.set_training(true);
@@ -33,7 +37,9 @@ MetricList Evaluator::run(ModelInstance& model) {
   if (comm_) comm_->allreduce_sum(totals);
   tokens = static_cast<int64_t>(totals[2].item<double>());
   const double loss = totals[0].item<double>() / std::max(totals[1].item<double>(), 1.0);
-  return {{"eval_loss", loss}, {"eval_ppl", std::exp(loss)}, {"eval_tokens", static_cast<double>(tokens)}};
+  MetricList out = {{"eval_loss", loss}, {"eval_ppl", std::exp(loss)}, {"eval_tokens", static_cast<double>(tokens)}};
+  for (const auto& [name, value] : reported.finish(comm_, /*steps=*/1)) out.emplace_back("eval_" + name, value);
+  return out;
 }
 
 }  // namespace loom

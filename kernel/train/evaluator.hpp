@@ -5,6 +5,7 @@
 
 #include "dist/communicator.hpp"
 #include "train/device.hpp"
+#include "train/model_metrics.hpp"
 #include "abi/observer_components.hpp"
 #include "train/pipeline.hpp"
 
@@ -16,7 +17,8 @@ class Evaluator {
   // precision: the run's; bf16 evaluates under the same autocast as training.
   Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device, Precision precision,
             Communicator* comm);
-  // eval_loss (mean per token), eval_ppl and eval_tokens.
+  // eval_loss (mean per token, or per the model's units), eval_ppl, eval_tokens, and every
+  // metric the model reports as eval_<name>, combined over the batches by its reduction.
   MetricList run(ModelInstance& model);
 
  private:

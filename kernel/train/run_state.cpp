@@ -118,9 +118,13 @@ RestoredRun read_restored_run(const LoadedCheckpoint& loaded, const std::string&
   return out;
 }
 
-void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::string& origin) {
-  for (const ModelParam& param : p.model.params())
+void restore_model(ModelInstance& model, const LoadedCheckpoint& loaded, const std::string& origin) {
+  for (const ModelParam& param : model.params())
     copy_into(*param.tensor, require(loaded, "model/" + param.name, origin), "model/" + param.name, origin);
+}
+
+void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::string& origin) {
+  restore_model(p.model, loaded, origin);
   for (const auto& [name, tensor] : p.optimizer.state())
     copy_into(*tensor, require(loaded, "optimizer/" + name, origin), "optimizer/" + name, origin);
   {

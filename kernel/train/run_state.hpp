@@ -33,6 +33,9 @@ struct RestoredRun {
 // not Loom's. `origin` names the checkpoint for messages.
 RestoredRun read_restored_run(const LoadedCheckpoint& loaded, const std::string& origin);
 
+// Copies the model parameters alone (evaluation); throws like restore_tensors.
+void restore_model(ModelInstance& model, const LoadedCheckpoint& loaded, const std::string& origin);
+
 // Copies model parameters, optimizer state, RNG state and hook and tracker state into the
 // pipeline; throws a runtime Failure naming what does not fit (missing tensor, other shape).
 void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::string& origin);

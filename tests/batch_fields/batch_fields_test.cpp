@@ -175,3 +175,37 @@ TEST_CASE("two ranks: metrics and units reduce across them") {
                     same);
   }
 }
+
+TEST_CASE("host eval: a checkpoint's model on [eval_data], with the model's metrics, as training evaluated it") {
+  const fs::path dir = write_manifest("eval", "use = \"fields_model\"", "use = \"fields_data\"");
+  std::ofstream(dir / "m.toml", std::ios::app) << "[eval_data]\nuse = \"fields_data\"\nmax_batches = 2\n"
+                                                  "[[hooks]]\nuse = \"eval\"\nevery = 3\n"
+                                                  "[checkpoint]\nevery = 3\n";
+  const auto trained = run_host("run " + (dir / "m.toml").string());
+  REQUIRE_MESSAGE(trained.code == 0, trained.err);
+  const auto r = run_host("eval " + (dir / "m.toml").string() + " --json");
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const nlohmann::json e = nlohmann::json::parse(r.out);
+  CHECK(e.at("step") == 3);
+  CHECK(e.at("checkpoint").get<std::string>() == (dir / "t" / "checkpoints" / "step-3").string());
+  const nlohmann::json& m = e.at("metrics");
+  // Eval batches 0 and 1 of fields_data: inputs 0..7 and 16..23.
+  CHECK(m.at("eval_inputs_mean").get<double>() == doctest::Approx(11.5));
+  CHECK(m.at("eval_inputs_max").get<double>() == 23.0);
+  CHECK(m.at("eval_micro_batches").get<double>() == 2.0);
+  CHECK(m.at("eval_tokens").get<double>() == 16.0);
+  // The run's own evaluation after step 3 saw the same weights and the same batches.
+  const auto steps = logged(dir / "t");
+  REQUIRE(steps.size() == 3);
+  CHECK(m.at("eval_loss").get<double>() == doctest::Approx(steps[2].at("eval_loss").get<double>()).epsilon(1e-9));
+  CHECK(steps[2].at("eval_inputs_mean").get<double>() == doctest::Approx(11.5));
+
+  const auto text = run_host("eval " + (dir / "m.toml").string() + " --checkpoint " +
+                             (dir / "t" / "checkpoints" / "step-3").string());
+  CHECK(text.code == 0);
+  CHECK(contains(text.out, "eval_loss"));
+  const fs::path bare = write_manifest("eval-none", "use = \"fields_model\"", "use = \"fields_data\"");
+  const auto none = run_host("eval " + (bare / "m.toml").string());
+  CHECK(none.code == 2);
+  CHECK(contains(none.err, "error: host eval: the manifest has no [eval_data] table"));
+}
