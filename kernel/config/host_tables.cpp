@@ -60,6 +60,10 @@ const HostTable<RunSettings>& run_table() {
               "Deterministic LibTorch algorithms, for runs on a GPU that resume to the bit (CPU runs already do); an "
               "op without a deterministic version then fails, naming itself."),
        option("grad_accum", &S::grad_accum, "Micro-batches accumulated per optimizer step.", {at_least<int64_t>(1)}),
+       option("global_batch_size", &S::global_batch_size,
+              "Rows per optimizer step over all ranks; when set, grad_accum is derived from it: global_batch_size / "
+              "(the data's rows per micro-batch x world size), which must divide exactly. 0 uses grad_accum.",
+              {at_least<int64_t>(0)}),
        option("clip_grad_norm", &S::clip_grad_norm,
               "Clip the global gradient norm to this value; 0 turns clipping off.", {at_least(0.0)}),
        option("log_every", &S::log_every, "Hand metrics to trackers every N steps (and at the end).",

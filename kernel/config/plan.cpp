@@ -202,6 +202,12 @@ RunPlan resolve_plan(const Manifest& manifest, const Registry& registry) {
   plan.registry = &registry;
   toml::table resolved;  // every table with its defaults filled in
   resolve_host_table(manifest.root, run_table(), /*always=*/true, plan.run, resolved);
+  if (plan.run.global_batch_size > 0 && plan.run.grad_accum != 1) {
+    const toml::node* run = manifest.root.get("run");
+    throw usage_failure((run ? source_position(*run) : manifest.path.string()) +
+                        ": [run] sets both global_batch_size and grad_accum; keep one (global_batch_size derives "
+                        "grad_accum)");
+  }
   if (const auto* plugins = manifest.root.get("plugins")) resolved.insert_or_assign("plugins", *plugins);
   for (const SlotDef& def : manifest_slots()) {
     if (def.one) resolve_single_slot(plan, def, manifest, registry, resolved);

@@ -25,6 +25,7 @@ struct RunSettings {
   Precision precision = Precision::fp32;
   bool deterministic = false;
   int64_t grad_accum = 1;
+  int64_t global_batch_size = 0;    // rows per optimizer step over all ranks; 0: use grad_accum
   double clip_grad_norm = 1.0;      // 0: no clipping
   int64_t log_every = 10;
   int64_t threads = 0;              // 0: LibTorch's default

@@ -101,9 +101,9 @@ class Trainer {
 
     // 1. Draw the micro-batches and count the tokens that carry loss.
     const auto data_started = Clock::now();
-    std::vector<Batch> batches;
-    int64_t tokens = 0;
-    for (int64_t i = 0; i < settings_.grad_accum; ++i) {
+    std::vector<Batch> batches{prefetch.pop()};
+    int64_t tokens = batches.front().tokens;
+    for (int64_t i = 1, n = micro_batches_per_step(batches.front()); i < n; ++i) {
       batches.push_back(prefetch.pop());
       tokens += batches.back().tokens;
     }
@@ -174,6 +174,22 @@ class Trainer {
     const double seconds = seconds_since(step_started);
     step_seconds_ema_ = summary_.steps == 1 ? seconds : 0.9 * step_seconds_ema_ + 0.1 * seconds;
     return requests;
+  }
+
+  // run.grad_accum, or what run.global_batch_size makes of the first micro-batch's rows.
+  int64_t micro_batches_per_step(const Batch& first) {
+    if (settings_.global_batch_size <= 0) return settings_.grad_accum;
+    if (derived_accum_ > 0) return derived_accum_;
+    const int64_t rows = first.inputs.size(0), per_step = rows * world_size();
+    if (settings_.global_batch_size % per_step != 0)
+      throw usage_failure("[run] global_batch_size " + std::to_string(settings_.global_batch_size) +
+                          " is not a multiple of " + std::to_string(rows) + " rows per micro-batch x world size " +
+                          std::to_string(world_size()) + " = " + std::to_string(per_step) +
+                          "; change global_batch_size or the data's batch size");
+    derived_accum_ = settings_.global_batch_size / per_step;
+    spdlog::info("global_batch_size {} = {} rows x {} ranks x grad_accum {}", settings_.global_batch_size, rows,
+                 world_size(), derived_accum_);
+    return derived_accum_;
   }
 
   // A micro-batch whose model reported units or metrics: its units join the step's total
@@ -335,6 +351,7 @@ class Trainer {
   std::string data_state_;     // dataset position after the last batch consumed
   int64_t last_saved_step_ = -1;
   LogWindow window_;
+  int64_t derived_accum_ = 0;   // from run.global_batch_size, once the first batch showed its rows
   ModelMetrics model_metrics_;  // what the model reported since the last log
   double overlap_sum_ = 0;     // fraction of buckets started during backward, summed over the window
   double step_seconds_ema_ = 0;

@@ -67,6 +67,23 @@ TEST_CASE("grad_accum 2 x batch 8 matches one batch of 16: tokens weigh the same
   for (size_t i = 0; i < whole.size(); ++i) CHECK(split[i] == doctest::Approx(whole[i]).epsilon(1e-4));
 }
 
+TEST_CASE("run.global_batch_size derives grad_accum from the rows per micro-batch, or names why it cannot") {
+  const std::string common = "--set run.steps=10 --set run.log_every=1 --set data.batch_size=8 ";
+  const auto derived = train("global-16", common + "--set run.global_batch_size=16");
+  const auto explicit_accum = train("global-accum-2", common + "--set run.grad_accum=2");
+  CHECK(derived == explicit_accum);  // the same micro-batches in the same order: the same arithmetic
+  const fs::path dir = loom_test::tmp_dir("e2e-global-bad");
+  const auto odd = run_host("run " + kQuickstart + " --set run.dir=\"" + dir.string() + "\" " + common +
+                            "--set run.global_batch_size=12");
+  CHECK(odd.code == 2);
+  CHECK(odd.err.find("error: [run] global_batch_size 12 is not a multiple of 8 rows per micro-batch x world size 1 "
+                     "= 8") != std::string::npos);
+  const auto both = run_host("run " + kQuickstart + " --set run.dir=\"" + dir.string() + "\" " + common +
+                             "--set run.global_batch_size=16 --set run.grad_accum=2");
+  CHECK(both.code == 2);
+  CHECK(both.err.find("sets both global_batch_size and grad_accum") != std::string::npos);
+}
+
 TEST_CASE("nan_guard abort ends a diverging run with exit 1 and one clear line") {
   int code = 0;
   train("diverge", "--set run.steps=20 --set run.clip_grad_norm=0 --set optimizer.lr=1e30 "
