@@ -50,7 +50,8 @@ loom_status* report_metric(void* user, const char* name_in, const loom_torch_ten
 
 }  // namespace
 
-ForwardResult ModelInstance::forward(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields) {
+ForwardResult ModelInstance::forward(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields,
+                                     const std::string& batch_from) {
   ForwardResult out;
   std::vector<loom_batch_field> views(fields.size());
   std::vector<const loom_batch_field*> pointers(fields.size());
@@ -70,7 +71,11 @@ ForwardResult ModelInstance::forward(const at::Tensor& inputs, const at::Tensor&
   args.units = handle(out.units);
   args.metrics = &out.metrics;
   args.report_metric = &report_metric;
-  check(vt_.forward(handle_, &args), "forward");
+  if (loom_status* status = vt_.forward(handle_, &args)) {
+    if (fields.empty() || batch_from.empty()) check(status, "forward");
+    throw runtime_failure(where() + ": forward failed: " + take_status_message(status) + " (the batch came from " +
+                          batch_from + ")");
+  }
   if (!out.loss_sum.defined() || out.loss_sum.numel() != 1)
     throw runtime_failure(where() + ": forward must assign a scalar loss sum");
   out.loss_sum = out.loss_sum.reshape({});

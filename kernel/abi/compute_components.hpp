@@ -39,7 +39,9 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
   ModelInstance(const SlotConfig& slot, const RunContext& run);
   std::vector<ModelParam> params();
   // One micro-batch's loss sum, units and metrics; fields: the batch's other named fields.
-  ForwardResult forward(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields = {});
+  // batch_from names the dataset ("[data] fields_data") in a failure, when the batch had fields.
+  ForwardResult forward(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields = {},
+                        const std::string& batch_from = "");
   // The loss sum alone.
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields = {}) {
     return forward(inputs, targets, fields).loss_sum;

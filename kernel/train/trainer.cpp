@@ -55,6 +55,7 @@ class Trainer {
                  p_->flat.numel(), p_->data.component().name, p_->optimizer.component().name,
                  p_->schedule.component().name);
     mfu_ = build_mfu_baseline(p_->model, settings_, device_);
+    data_source_ = "[data] " + p_->data.component().name;
     progress_.total_steps = settings_.steps;
   }
 
@@ -128,7 +129,7 @@ class Trainer {
         const AutocastScope autocast(settings_.precision, device_);  // forward and loss only
         // The prefetcher already moved the batch to the device, so .to(device_) is a no-op;
         // under autocast the loss may come back in bf16, and it is summed in fp32.
-        out = p_->model.forward(b.inputs.to(device_), b.targets.to(device_), b.fields);
+        out = p_->model.forward(b.inputs.to(device_), b.targets.to(device_), b.fields, data_source_);
       }
       const at::Tensor loss = out.loss_sum.to(at::kFloat);
       if (out.units.defined() || !out.metrics.empty()) count_units(out, b, tokens_before, units_total);
@@ -347,6 +348,7 @@ class Trainer {
   std::unique_ptr<Evaluator> evaluator_;            // null without [eval_data]
   std::unique_ptr<CheckpointManager> checkpoints_;  // after p_: joins its writer before the backend dies
   MfuBaseline mfu_;
+  std::string data_source_;    // "[data] NAME": named when the model refuses a batch's fields
   Progress progress_;
   std::string data_state_;     // dataset position after the last batch consumed
   int64_t last_saved_step_ = -1;

@@ -119,7 +119,8 @@ TEST_CASE("bad fields are one line naming the dataset or model, the field, expec
   r = run_host("run " + (bad_dtype / "m.toml").string());
   CHECK(r.code == 1);
   CHECK(contains(r.err, "error: [model] fields_model"));
-  CHECK(contains(r.err, "batch field \"position_ids\": expected Float of rank 2, got Long of rank 2"));
+  CHECK(contains(r.err, "batch field \"position_ids\": expected Float of rank 2, got Long of rank 2 (the batch came "
+                        "from [data] fields_data)"));
 }
 
 TEST_CASE("model-reported metrics reach trackers, reduced over micro-batches by their reduction") {
