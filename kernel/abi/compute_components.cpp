@@ -144,11 +144,17 @@ Batch DatasetInstance::next() {
     free_raw();
     check(status, "next");
   }
+  Batch batch;
+  if (raw.end_of_epoch) {
+    free_raw();
+    batch.end_of_epoch = true;
+    if (has_state()) batch.data_state = save_state();
+    return batch;
+  }
   if (raw.inputs == nullptr || raw.targets == nullptr) {
     free_raw();
     throw runtime_failure(where() + ": next returned a batch without inputs or targets");
   }
-  Batch batch;
   batch.fields = std::move(sink.fields);
   batch.inputs = tensor_from_dlpack(raw.inputs, where());  // takes ownership
   batch.targets = tensor_from_dlpack(raw.targets, where());

@@ -53,6 +53,7 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
 struct Batch {
   at::Tensor inputs, targets;  // int64 (B, T)
   BatchFields fields;          // the dataset's other named fields (ABI 1.2), any dtype and rank
+  bool end_of_epoch = false;   // (ABI 1.2) no tensors: the dataset's epoch ended here
   int64_t tokens = 0;          // positions whose target carries loss
   std::string data_state;      // the dataset's position right after this batch (for resume)
 };
@@ -60,7 +61,8 @@ struct Batch {
 class DatasetInstance : public Instance<loom_dataset_vtable, loom_dataset> {
  public:
   DatasetInstance(const SlotConfig& slot, const RunContext& run);
-  // The next batch, carrying the dataset's position after it when the dataset keeps one.
+  // The next batch, carrying the dataset's position after it when the dataset keeps one; or
+  // the end of an epoch (Batch::end_of_epoch, no tensors) when a finite dataset says so.
   Batch next();
   bool has_state() const { return vt_.state_save != nullptr && vt_.state_load != nullptr; }
   std::string save_state();

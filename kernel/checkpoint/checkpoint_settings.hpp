@@ -12,6 +12,7 @@ struct CheckpointSettings {
   int64_t every = 0;                 // save every N steps; 0: only at the end and on signals
   int64_t keep = 3;                  // newest checkpoints kept
   int64_t keep_every = 0;            // steps that are multiples of this are never deleted
+  bool every_epoch = false;          // also save after each step in which an epoch ended
   bool at_end = true;
   bool async = true;
   std::string resume = "auto";       // "auto", "none" or a checkpoint directory

@@ -88,6 +88,8 @@ const HostTable<CheckpointSettings>& checkpoint_table() {
               {at_least<int64_t>(1)}),
        option("keep_every", &S::keep_every,
               "Never delete checkpoints whose step is a multiple of this (milestones); 0: none.", {at_least<int64_t>(0)}),
+       option("every_epoch", &S::every_epoch,
+              "Also save after each step in which the dataset ended an epoch (finite datasets)."),
        option("at_end", &S::at_end, "Save when the run ends."),
        option("async", &S::async, "Write in a background thread while training goes on (tensors are copied first)."),
        option("resume", &S::resume,

@@ -23,7 +23,7 @@ void Prefetcher::produce() {
     }
     try {
       Batch batch = dataset_.next();  // outside the lock: the consumer keeps going meanwhile
-      if (device_.is_cuda()) {  // page-locked host memory lets the copy overlap compute
+      if (device_.is_cuda() && !batch.end_of_epoch) {  // page-locked memory lets the copy overlap compute
         batch.inputs = batch.inputs.pin_memory().to(device_, /*non_blocking=*/true);
         batch.targets = batch.targets.pin_memory().to(device_, /*non_blocking=*/true);
         for (auto& field : batch.fields) field.second = field.second.pin_memory().to(device_, /*non_blocking=*/true);

@@ -15,6 +15,7 @@ struct Progress {
   int64_t step = 0;         // optimizer steps completed
   int64_t total_steps = 0;  // run.steps
   int64_t tokens = 0;       // tokens with loss seen so far, all ranks
+  int64_t epoch = 0;        // epochs the dataset has ended (finite datasets; 0 for endless ones)
   double elapsed_s = 0;     // training time across every resumed segment
   // Of the latest step; NaN until it is known.
   double loss = std::numeric_limits<double>::quiet_NaN();
@@ -28,7 +29,7 @@ struct Progress {
     v.struct_size = sizeof(v);
     v.step = step;
     v.total_steps = total_steps;
-    v.epoch = 0;  // reserved: datasets are endless today (hook.h)
+    v.epoch = epoch;
     v.loss = loss;
     v.grad_norm = grad_norm;
     v.lr = lr;

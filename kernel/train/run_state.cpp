@@ -91,6 +91,7 @@ Snapshot capture_snapshot(Pipeline& p, const Progress& progress, const std::vect
                                    {"version", kMetadataVersion},
                                    {"step", progress.step},
                                    {"tokens", progress.tokens},
+                                   {"epoch", progress.epoch},
                                    {"elapsed_s", progress.elapsed_s},
                                    {"world_size", data_states.size()},
                                    {"manifest", resolved_manifest}};
@@ -107,6 +108,7 @@ RestoredRun read_restored_run(const LoadedCheckpoint& loaded, const std::string&
       throw std::runtime_error("written by a newer Loom (metadata version " + m.at("version").dump() + ")");
     out.step = m.at("step").get<int64_t>();
     out.tokens = m.at("tokens").get<int64_t>();
+    out.epoch = m.value("epoch", int64_t{0});  // checkpoints from before epochs: 0
     out.elapsed_s = m.at("elapsed_s").get<double>();
     out.world_size = m.at("world_size").get<int>();
     out.resolved_manifest = m.at("manifest").get<std::string>();

@@ -22,7 +22,7 @@ Snapshot capture_snapshot(Pipeline& p, const Progress& progress, const std::vect
                           const std::string& resolved_manifest);
 
 struct RestoredRun {
-  int64_t step = 0, tokens = 0;
+  int64_t step = 0, tokens = 0, epoch = 0;
   double elapsed_s = 0;
   int world_size = 1;                    // of the run that wrote the checkpoint
   std::vector<std::string> data_states;  // per rank; load before prefetching starts

@@ -102,10 +102,11 @@ class Trainer {
 
     // 1. Draw the micro-batches and count the tokens that carry loss.
     const auto data_started = Clock::now();
-    std::vector<Batch> batches{prefetch.pop()};
+    epoch_ended_ = false;
+    std::vector<Batch> batches{next_batch(prefetch, requests)};
     int64_t tokens = batches.front().tokens;
     for (int64_t i = 1, n = micro_batches_per_step(batches.front()); i < n; ++i) {
-      batches.push_back(prefetch.pop());
+      batches.push_back(next_batch(prefetch, requests));
       tokens += batches.back().tokens;
     }
     window_.add_data_seconds(seconds_since(data_started));
@@ -177,6 +178,21 @@ class Trainer {
     return requests;
   }
 
+  // The next batch to train on. An epoch a finite dataset ends on the way fires epoch_end and
+  // epoch_begin, whose requests join the step's.
+  Batch next_batch(Prefetcher& prefetch, loom_control& requests) {
+    Batch b = prefetch.pop();
+    while (b.end_of_epoch) {
+      data_state_ = b.data_state;  // the position after the end: resume starts the next epoch
+      merge_control(requests, fire(LOOM_EVENT_EPOCH_END));
+      progress_.epoch += 1;
+      epoch_ended_ = true;
+      merge_control(requests, fire(LOOM_EVENT_EPOCH_BEGIN));
+      b = prefetch.pop();
+    }
+    return b;
+  }
+
   // run.grad_accum, or what run.global_batch_size makes of the first micro-batch's rows.
   int64_t micro_batches_per_step(const Batch& first) {
     if (settings_.global_batch_size <= 0) return settings_.grad_accum;
@@ -209,7 +225,8 @@ class Trainer {
   // in a fixed order: roll back, evaluate, log, save. Returns whether the run stops.
   bool end_of_step(loom_control requests) {
     bool signalled = SignalWatch::requested() != 0;
-    if (comm_) agree(requests, signalled);  // every rank takes the same branches below
+    bool epoch_save = plan_.checkpoint.every_epoch && epoch_ended_;
+    if (comm_) agree(requests, signalled, epoch_save);  // every rank takes the same branches below
     if (requests.request_rollback) {
       roll_back();
       return false;
@@ -220,7 +237,7 @@ class Trainer {
     if (step % settings_.log_every == 0 || step == settings_.steps || stop) stop |= log();
     else if (!eval_metrics_.empty()) log_to_trackers(eval_metrics_);
     eval_metrics_.clear();
-    if (checkpoints_ && (checkpoints_->due(step) || requests.request_save || signalled)) save();
+    if (checkpoints_ && (checkpoints_->due(step) || requests.request_save || signalled || epoch_save)) save();
     if (signalled) spdlog::info("stopping after step {} on signal {}", step, SignalWatch::requested());
     return stop;
   }
@@ -244,6 +261,7 @@ class Trainer {
       else spdlog::warn("dataset {} keeps no position: resumed batches differ from an uninterrupted run",
                         p_->data.component().name);
       progress_.elapsed_s = restored.elapsed_s;
+      progress_.epoch = restored.epoch;
     } else {
       spdlog::warn("rolled back from step {} to {}; the data goes on with new batches", progress_.step,
                    restored.step);
@@ -316,9 +334,10 @@ class Trainer {
   }
 
   // Ranks act on the union of their requests and signals, so none is left waiting alone.
-  void agree(loom_control& requests, bool& signalled) {
+  void agree(loom_control& requests, bool& signalled, bool& epoch_save) {
     at::Tensor flags = at::tensor({requests.request_stop, requests.request_save, requests.request_eval,
-                                   requests.request_rollback, static_cast<int32_t>(signalled)},
+                                   requests.request_rollback, static_cast<int32_t>(signalled),
+                                   static_cast<int32_t>(epoch_save)},
                                   at::kInt);
     comm_->allreduce_max(flags);
     requests.request_stop = flags[0].item<int32_t>();
@@ -326,6 +345,7 @@ class Trainer {
     requests.request_eval = flags[2].item<int32_t>();
     requests.request_rollback = flags[3].item<int32_t>();
     signalled = flags[4].item<int32_t>() != 0;
+    epoch_save = flags[5].item<int32_t>() != 0;
   }
 
   loom_control fire(loom_event event, const loom_metrics* metrics = nullptr) {
@@ -353,6 +373,7 @@ class Trainer {
   std::string data_state_;     // dataset position after the last batch consumed
   int64_t last_saved_step_ = -1;
   LogWindow window_;
+  bool epoch_ended_ = false;    // an epoch ended during the current step
   int64_t derived_accum_ = 0;   // from run.global_batch_size, once the first batch showed its rows
   ModelMetrics model_metrics_;  // what the model reported since the last log
   double overlap_sum_ = 0;     // fraction of buckets started during backward, summed over the window

@@ -38,7 +38,7 @@
   X(loom_named_tensor, tensor, 2) X(loom_checkpoint_reader, on_metadata, 3)                    \
   X(loom_checkpoint_vtable, load, 4) X(loom_batch, add_field, 4)                              \
   X(loom_model_forward_args, field_count, 5) X(loom_batch_field, tensor, 2)                    \
-  X(loom_model_forward_args, report_metric, 8)
+  X(loom_model_forward_args, report_metric, 8) X(loom_batch, end_of_epoch, 5)
 
 #ifdef __cplusplus
 extern "C" {

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "logged_losses.hpp"
 #include "run_host.hpp"
 
 namespace fs = std::filesystem;
@@ -121,4 +122,93 @@ TEST_CASE("rollback: back to the newest checkpoint, trackers drop the undone ste
   std::istringstream metrics(loom_test::read_file(dir / "r" / "metrics.jsonl"));
   for (std::string line; std::getline(metrics, line);) steps.push_back(nlohmann::json::parse(line).at("step"));
   CHECK(steps == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});  // 6 and 7 logged once, after the rollback
+}
+
+namespace {
+
+// A run over the `text` dataset with report_epochs: a 100-byte corpus, seq_len 8, 2 rows per
+// micro-batch, 2 micro-batches per step. Returns the manifest's path.
+std::string epoch_manifest(const fs::path& dir, int steps, const std::string& name) {
+  std::string corpus;
+  for (int i = 0; i < 100; ++i) corpus.push_back(static_cast<char>('a' + (i * 7) % 26));
+  std::ofstream(dir / "corpus.txt") << corpus;
+  const fs::path path = dir / "epochs.toml";
+  std::ofstream(path) << "[run]\nname = \"" << name << "\"\ndir = \"" << dir.string() << "\"\nsteps = " << steps
+                      << "\nlog_every = 1\ngrad_accum = 2\nthreads = 1\npeak_flops = 1e9\n"
+                         "[plugins]\npaths = [\"" << kRecorderDir << "\"]\n"
+                         "[model]\nuse = \"mlp_lm\"\nn_embd = 8\ncontext = 1\nhidden = 16\n"
+                         "[data]\nuse = \"text\"\npath = \"" << (dir / "corpus.txt").string()
+                      << "\"\nbatch_size = 2\nseq_len = 8\nreport_epochs = true\n"
+                         "[optimizer]\nuse = \"adamw\"\n"
+                         "[[trackers]]\nuse = \"jsonl\"\n"
+                         "[[hooks]]\nuse = \"recorder\"\nepochs = true\n"
+                         "[checkpoint]\nevery_epoch = true\nkeep = 20\nasync = false\n";
+  return path.string();
+}
+
+// "M batches of 2 per epoch", from the text dataset's start-up line.
+int64_t batches_per_epoch(const std::string& log) {
+  const size_t at = log.find(" batches of 2 per epoch");
+  REQUIRE(at != std::string::npos);
+  return std::stoll(log.substr(log.rfind(' ', at - 1) + 1));
+}
+
+std::vector<std::string> lines_starting(const std::vector<std::string>& lines, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& l : lines)
+    if (l.rfind(prefix, 0) == 0) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a finite dataset's epochs: epoch_end and epoch_begin in the step that crosses, every_epoch saves") {
+  const fs::path dir = loom_test::tmp_dir("events-epochs");
+  const auto r = run_host("run " + epoch_manifest(dir, 8, "r"));
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const int64_t M = batches_per_epoch(r.err);
+  REQUIRE(M >= 2);
+  REQUIRE(M < 8);  // several epochs in 16 micro-batches
+  const auto lines = recorded(dir);
+  std::vector<std::string> ends, begins;
+  // Epoch k ends after its M-th batch; the host learns it when it draws the next one, batch
+  // k*M + 1 (1-based) of the run, which belongs to step ceil((k*M + 1) / 2).
+  for (int64_t k = 1; k * M < 16; ++k) {
+    const int64_t step = (k * M + 1 + 1) / 2;
+    ends.push_back("epoch_end " + std::to_string(step - 1) + " " + std::to_string(k - 1));
+    begins.push_back("epoch_begin " + std::to_string(step - 1) + " " + std::to_string(k));
+    CHECK_MESSAGE(fs::exists(dir / "r" / "checkpoints" / ("step-" + std::to_string(step))), step);
+  }
+  CHECK(lines_starting(lines, "epoch_end") == ends);
+  CHECK(lines_starting(lines, "epoch_begin") == begins);
+  for (size_t i = 0; i + 1 < lines.size(); ++i)  // epoch_begin follows its epoch_end at once
+    if (lines[i].rfind("epoch_end", 0) == 0) CHECK(lines[i + 1].rfind("epoch_begin", 0) == 0);
+  CHECK(lines.back() == "train_end 8 " + std::to_string(ends.size()));
+}
+
+TEST_CASE("runs by epochs resume exactly, at an epoch boundary and in the middle of one") {
+  const fs::path dir = loom_test::tmp_dir("events-epochs-resume");
+  const auto whole = run_host("run " + epoch_manifest(dir, 8, "whole"));
+  REQUIRE_MESSAGE(whole.code == 0, whole.err);
+  const int64_t M = batches_per_epoch(whole.err);
+  const int64_t boundary = (M + 2) / 2;  // the step in which the first epoch ends
+  for (const int64_t first : {boundary, boundary + 1}) {
+    CAPTURE(first);
+    const std::string name = "split-" + std::to_string(first);
+    REQUIRE(run_host("run " + epoch_manifest(dir, static_cast<int>(first), name) + " --set checkpoint.every=1").code ==
+            0);
+    const auto resumed = run_host("run " + epoch_manifest(dir, 8, name) + " --set checkpoint.every=1");
+    REQUIRE_MESSAGE(resumed.code == 0, resumed.err);
+    CHECK(loom_test::logged_losses(dir / name) == loom_test::logged_losses(dir / "whole"));
+    const auto lines = loom_test::read_file(dir / name / "events.txt");
+    const auto reference = loom_test::read_file(dir / "whole" / "events.txt");
+    // The same epoch ends at the same steps with the same counts, none repeated or lost.
+    std::vector<std::string> a, b;
+    std::istringstream la(lines), lb(reference);
+    for (std::string l; std::getline(la, l);)
+      if (l.rfind("epoch_", 0) == 0) a.push_back(l);
+    for (std::string l; std::getline(lb, l);)
+      if (l.rfind("epoch_", 0) == 0) b.push_back(l);
+    CHECK(a == b);
+  }
 }

@@ -25,18 +25,21 @@ class Recorder final : public loom::Hook {
       loom::option("skip_at", LOOM_OPTION_TYPE_INT, "0", "Skip the optimizer update of this step."),
       loom::option("stop_at", LOOM_OPTION_TYPE_INT, "0", "Request a stop after this step."),
       loom::option("rollback_at", LOOM_OPTION_TYPE_INT, "0", "Request a rollback after this step (once)."),
+      loom::option("epochs", LOOM_OPTION_TYPE_BOOL, "false", "Write the state's epoch after the step."),
   };
 
   Recorder(const loom::Config& c, const loom::Context& ctx)
       : eval_every_(c.i64("eval_every")), save_at_(c.i64("save_at")), skip_at_(c.i64("skip_at")),
-        stop_at_(c.i64("stop_at")), rollback_at_(c.i64("rollback_at")) {
+        stop_at_(c.i64("stop_at")), rollback_at_(c.i64("rollback_at")), epochs_(c.flag("epochs")) {
     file_ = std::fopen((ctx.run_dir + "/" + c.str("path")).c_str(), "a");
     if (!file_) throw loom::Error("recorder: cannot open " + c.str("path"));
   }
   ~Recorder() override { std::fclose(file_); }
 
   void on_event(loom_event e, const loom_state_view& s, loom_control& control) override {
-    std::fprintf(file_, "%s %lld\n", event_name(e), static_cast<long long>(s.step));
+    if (epochs_) std::fprintf(file_, "%s %lld %lld\n", event_name(e), static_cast<long long>(s.step),
+                              static_cast<long long>(s.epoch));
+    else std::fprintf(file_, "%s %lld\n", event_name(e), static_cast<long long>(s.step));
     std::fflush(file_);
     const int64_t running = s.step + 1;  // the step a STEP_BEGIN..BEFORE_OPTIMIZER_STEP event belongs to
     if (e == LOOM_EVENT_BEFORE_OPTIMIZER_STEP && running == skip_at_) control.skip_step = 1;
@@ -50,6 +53,7 @@ class Recorder final : public loom::Hook {
 
  private:
   int64_t eval_every_, save_at_, skip_at_, stop_at_, rollback_at_;
+  bool epochs_;
   int32_t rolled_back_ = 0;
   std::FILE* file_;
 };

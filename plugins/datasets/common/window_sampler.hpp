@@ -121,6 +121,8 @@ class WindowSampler {
     }
   }
 
+  static constexpr size_t kStateBytes = 72;  // the size of a save_state() record
+
   // State record (little-endian, 72 bytes):
   //   "LOOMWINS" | u32 version 1 | u32 0 | u64 seed | u64 token_count | u64 seq_len |
   //   u64 batch_size | u32 rank | u32 world_size | u64 epoch | u64 batch
@@ -183,7 +185,6 @@ class WindowSampler {
  private:
   static constexpr char kStateMagic[8] = {'L', 'O', 'O', 'M', 'W', 'I', 'N', 'S'};
   static constexpr uint32_t kStateVersion = 1;
-  static constexpr size_t kStateBytes = 72;
 
   void ensure_order() {
     if (order_epoch_ == epoch_ && order_ready_) return;

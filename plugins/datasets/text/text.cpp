@@ -14,6 +14,7 @@
 
 #include "dataset_plugin.hpp"
 #include "text_files.hpp"
+#include "epoch_ends.hpp"
 #include "window_sampler.hpp"
 
 namespace {
@@ -33,6 +34,7 @@ class Text final : public loom::Dataset {
       loom::option("extensions", LOOM_OPTION_TYPE_STRING, ".txt,.md",
                    "Comma-separated extensions of the files taken from a directory, e.g. \".cpp,.hpp,.md\"."),
       loom::option("batch_size", LOOM_OPTION_TYPE_INT, "8", "Sequences per micro-batch (B)."),
+      loom::option("report_epochs", LOOM_OPTION_TYPE_BOOL, "false", kReportEpochsDoc),
       loom::option("seq_len", LOOM_OPTION_TYPE_INT, "256", "Tokens (bytes) per sequence (T); windows hold T + 1."),
   };
 
@@ -40,6 +42,7 @@ class Text final : public loom::Dataset {
       : path_(c.str("path")),
         B_(c.i64("batch_size")),
         T_(c.i64("seq_len")),
+        epochs_(c.flag("report_epochs")),
         files_(with_loom_errors([&] {
           TextWalkOptions walk;
           walk.extensions = parse_extensions(c.str("extensions"));
@@ -66,21 +69,24 @@ class Text final : public loom::Dataset {
   }
 
   Batch next() override {
+    if (epochs_.take()) return epoch_end();
     sampler_.next(starts_);
+    epochs_.after_batch(sampler_);
     const auto* bytes = reinterpret_cast<const unsigned char*>(corpus_.data());
     return window_batch(starts_, T_, [&](uint64_t start, int64_t* out) {
       for (int64_t i = 0; i <= T_; ++i) out[i] = bytes[start + uint64_t(i)];
     });
   }
 
-  std::string save_state() const override { return sampler_.save_state(); }
+  std::string save_state() const override { return epochs_.save(sampler_.save_state()); }
   void load_state(const std::string& state) override {
-    with_loom_errors([&] { sampler_.load_state(state); });
+    with_loom_errors([&] { sampler_.load_state(epochs_.load(state)); });
   }
 
  private:
   std::string path_;
   int64_t B_, T_;
+  EpochEnds epochs_;
   std::vector<std::filesystem::path> files_;  // corpus order
   std::string corpus_;                        // every file's bytes, concatenated in that order
   WindowSampler sampler_;

@@ -13,6 +13,7 @@
 #include "little_endian.hpp"
 #include "mapped_file.hpp"
 #include "token_file_format.hpp"
+#include "epoch_ends.hpp"
 #include "window_sampler.hpp"
 
 namespace {
@@ -47,6 +48,7 @@ class TokenFile final : public loom::Dataset {
       loom::required_option("path", LOOM_OPTION_TYPE_STRING,
                             "Token file made by loom-tokenize; relative paths start at the current directory."),
       loom::option("batch_size", LOOM_OPTION_TYPE_INT, "8", "Sequences per micro-batch (B)."),
+      loom::option("report_epochs", LOOM_OPTION_TYPE_BOOL, "false", kReportEpochsDoc),
       loom::option("seq_len", LOOM_OPTION_TYPE_INT, "256", "Tokens per sequence (T); windows hold T + 1."),
       loom::option("vocab_size", LOOM_OPTION_TYPE_INT, "0",
                    "When > 0, every token id must be below it (checked once at start); match [model] vocab_size."),
@@ -56,6 +58,7 @@ class TokenFile final : public loom::Dataset {
       : path_(c.str("path")),
         B_(c.i64("batch_size")),
         T_(c.i64("seq_len")),
+        epochs_(c.flag("report_epochs")),
         file_(open(path_)),
         header_(with_loom_errors([&] {
           const unsigned char* bytes = file_.data();
@@ -76,7 +79,9 @@ class TokenFile final : public loom::Dataset {
   }
 
   Batch next() override {
+    if (epochs_.take()) return epoch_end();
     sampler_.next(starts_);
+    epochs_.after_batch(sampler_);
     const uint64_t S = header_.token_bytes, n = uint64_t(T_) + 1;
     return window_batch(starts_, T_, [&](uint64_t start, int64_t* out) {
       const uint64_t offset = kTokenFileHeaderBytes + start * S;
@@ -89,9 +94,9 @@ class TokenFile final : public loom::Dataset {
     });
   }
 
-  std::string save_state() const override { return sampler_.save_state(); }
+  std::string save_state() const override { return epochs_.save(sampler_.save_state()); }
   void load_state(const std::string& state) override {
-    with_loom_errors([&] { sampler_.load_state(state); });
+    with_loom_errors([&] { sampler_.load_state(epochs_.load(state)); });
   }
 
  private:
@@ -121,6 +126,7 @@ class TokenFile final : public loom::Dataset {
 
   std::string path_;
   int64_t B_, T_;
+  EpochEnds epochs_;
   MappedFile file_;
   TokenFileHeader header_;
   WindowSampler sampler_;

@@ -45,6 +45,10 @@ typedef struct loom_batch {
      host predates 1.2: the dataset then frees its extra fields itself. */
   void* fields;                      /* owned by the host; pass it back to add_field */
   loom_batch_add_field_fn add_field; /* may be NULL */
+  /* (ABI 1.2) out; 0 on entry. A finite dataset sets it to 1, giving no inputs, targets or
+     fields, when this epoch has no batch left; the host then fires epoch_end and epoch_begin
+     and calls next again for the first batch of the next epoch. Endless datasets never set it. */
+  int32_t end_of_epoch;
 } loom_batch;
 
 typedef struct loom_dataset_vtable {
@@ -62,6 +66,7 @@ typedef struct loom_dataset_vtable {
 
 LOOM_ABI_OFFSET(loom_batch, targets, 2);
 LOOM_ABI_OFFSET(loom_batch, add_field, 4);
+LOOM_ABI_OFFSET(loom_batch, end_of_epoch, 5);
 LOOM_ABI_OFFSET(loom_dataset_vtable, next, 3);
 LOOM_ABI_OFFSET(loom_dataset_vtable, state_load, 5);
 

@@ -33,7 +33,15 @@ class Dataset {
     DLManagedTensor* inputs;   // int64 (B, T); ownership passes to the host
     DLManagedTensor* targets;  // int64 (B, T); ownership passes to the host
     std::vector<Field> fields = {};  // (ABI 1.2) the batch's other named fields, in order
+    bool end_of_epoch = false;       // (ABI 1.2) see epoch_end()
   };
+  // (ABI 1.2) What a finite dataset's next() returns, once, when the epoch has no batch left:
+  // no tensors, the end of the epoch. The next call starts the next epoch.
+  static Batch epoch_end() {
+    Batch b{nullptr, nullptr};
+    b.end_of_epoch = true;
+    return b;
+  }
   static constexpr loom_kind kind = LOOM_KIND_DATASET;
   template <class T>
   static const void* vtable();
@@ -52,9 +60,18 @@ namespace detail {
 // Hands a batch to the host: inputs and targets in *out, every other field through the host's
 // add_field (which takes each tensor even when it fails; the first failure is returned).
 inline loom_status* dataset_next(Dataset& dataset, loom_batch* out) {
+  // A host older than ABI 1.2 has no end_of_epoch: it gets the next epoch's first batch instead.
+  const bool host_takes_epochs = out->struct_size >= offsetof(loom_batch, end_of_epoch) + sizeof(int32_t);
   Dataset::Batch b{};
-  if (loom_status* failed = guard([&] { b = dataset.next(); })) return failed;
+  do {
+    if (loom_status* failed = guard([&] { b = dataset.next(); })) return failed;
+  } while (b.end_of_epoch && !host_takes_epochs);
   loom_batch filled = read_in(out);  // keeps the host's fields and add_field
+  if (b.end_of_epoch) {
+    filled.end_of_epoch = 1;
+    write_out(out, filled);
+    return nullptr;
+  }
   filled.inputs = b.inputs;
   filled.targets = b.targets;
   write_out(out, filled);

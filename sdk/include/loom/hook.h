@@ -15,14 +15,14 @@ extern "C" {
 
 typedef struct loom_hook loom_hook; /* plugin-defined */
 
-/* Stable event set; values never change, new events are appended. Reserved events are part
-   of the ABI but the host does not fire them yet. */
+/* Stable event set; values never change, new events are appended. */
 typedef enum loom_event {
   LOOM_EVENT_TRAIN_BEGIN = 0,
   LOOM_EVENT_TRAIN_END = 1,
-  LOOM_EVENT_EPOCH_BEGIN = 2,           /* reserved: not fired yet; datasets are endless windows
-                                           today, the named-batch issue adds epochs */
-  LOOM_EVENT_EPOCH_END = 3,             /* reserved: not fired yet (see EPOCH_BEGIN) */
+  LOOM_EVENT_EPOCH_BEGIN = 2,           /* (ABI 1.2) right after EPOCH_END: the next epoch starts */
+  LOOM_EVENT_EPOCH_END = 3,             /* (ABI 1.2) a finite dataset ended an epoch (loom_batch
+                                           end_of_epoch), in the step that drew past it; endless
+                                           datasets never end one */
   LOOM_EVENT_STEP_BEGIN = 4,
   LOOM_EVENT_AFTER_BACKWARD = 5,        /* loss known, gradients accumulated */
   LOOM_EVENT_BEFORE_OPTIMIZER_STEP = 6, /* after clipping; grad_norm known */
@@ -42,7 +42,7 @@ typedef struct loom_state_view {
                             BEFORE_OPTIMIZER_STEP belong to step + 1; from STEP_END on (EVAL_END,
                             LOG, SAVE) the step just run is counted */
   int64_t total_steps;
-  int64_t epoch;         /* reserved, always 0 (see LOOM_EVENT_EPOCH_BEGIN) */
+  int64_t epoch;         /* epochs the dataset has ended so far; 0 with endless datasets */
   double loss;           /* mean loss per token of the current step */
   double grad_norm;      /* global norm before clipping */
   double lr;
