@@ -168,6 +168,14 @@ Batch DatasetInstance::next() {
 
 std::string DatasetInstance::save_state() { return save_state_with(vt_.state_save); }
 
+int64_t DatasetInstance::batches_per_epoch() const {
+  if (vt_.info == nullptr) return 0;
+  loom_dataset_info_args info{};
+  info.struct_size = sizeof(info);
+  check(vt_.info(handle_, &info), "info");
+  return info.batches_per_epoch;
+}
+
 void DatasetInstance::load_state(const std::string& state) { load_state_with(vt_.state_load, state); }
 
 OptimizerInstance::OptimizerInstance(const SlotConfig& slot, const RunContext& run, const loom_param_groups& groups)

@@ -67,6 +67,8 @@ class DatasetInstance : public Instance<loom_dataset_vtable, loom_dataset> {
   bool has_state() const { return vt_.state_save != nullptr && vt_.state_load != nullptr; }
   std::string save_state();
   void load_state(const std::string& state);
+  // (ABI 1.2) Batches of one epoch on this rank; 0 when the dataset does not say.
+  int64_t batches_per_epoch() const;
 };
 
 class OptimizerInstance : public Instance<loom_optimizer_vtable, loom_optimizer> {

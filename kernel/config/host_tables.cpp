@@ -54,6 +54,11 @@ const HostTable<RunSettings>& run_table() {
        option("dir", &S::dir, "Parent of the run directory; relative paths start at the current directory."),
        option("seed", &S::seed, "Seed for initialization, data order and dropout."),
        option("steps", &S::steps, "Optimizer steps to run.", {at_least<int64_t>(1)}),
+       option("epochs", &S::epochs,
+              "Epochs to run instead of steps; the steps are epochs x the dataset's batches per epoch / grad_accum "
+              "(rounded up), so the dataset must say how long an epoch is (token_file and text with report_epochs "
+              "= true). 0 uses steps.",
+              {at_least<int64_t>(0)}),
        device_option(),
        precision_option(),
        option("deterministic", &S::deterministic,

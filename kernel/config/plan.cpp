@@ -202,6 +202,16 @@ RunPlan resolve_plan(const Manifest& manifest, const Registry& registry) {
   plan.registry = &registry;
   toml::table resolved;  // every table with its defaults filled in
   resolve_host_table(manifest.root, run_table(), /*always=*/true, plan.run, resolved);
+  if (plan.run.epochs > 0) {
+    const toml::table* run = manifest.root.get_as<toml::table>("run");
+    const toml::node* steps = run ? run->get("steps") : nullptr;
+    if (steps)
+      throw usage_failure(source_position(*steps) + ": [run] sets both steps and epochs; keep one (epochs derives the "
+                          "steps from the dataset's epoch length)");
+    if (plan.run.global_batch_size > 0)
+      throw usage_failure(source_position(*run) + ": [run] epochs and global_batch_size cannot be combined yet; set "
+                          "grad_accum instead of global_batch_size");
+  }
   if (plan.run.global_batch_size > 0 && plan.run.grad_accum != 1) {
     const toml::node* run = manifest.root.get("run");
     throw usage_failure((run ? source_position(*run) : manifest.path.string()) +

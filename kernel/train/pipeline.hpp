@@ -15,23 +15,44 @@
 
 namespace loom {
 
+// The optimizer steps of the run: run.steps, or run.epochs times the dataset's epoch length
+// over grad_accum (rounded up). Throws a usage Failure when run.epochs is set and the dataset
+// does not say how long an epoch is.
+inline int64_t total_steps(const RunPlan& c, const DatasetInstance& data) {
+  if (c.run.epochs <= 0) return c.run.steps;
+  const int64_t per_epoch = data.batches_per_epoch();
+  if (per_epoch <= 0)
+    throw usage_failure("[run] epochs = " + std::to_string(c.run.epochs) + ": [data] " + data.component().name +
+                        " does not say how many batches an epoch holds (token_file and text do with report_epochs = "
+                        "true); use run.steps instead");
+  return (c.run.epochs * per_epoch + c.run.grad_accum - 1) / c.run.grad_accum;
+}
+
+inline RunContext with_total_steps(RunContext run, int64_t total) {
+  run.total_steps = total;
+  return run;
+}
+
 struct Pipeline {
+  DatasetInstance data;  // first: with run.epochs, its epoch length sets the run's total steps
+  int64_t steps;         // the run's optimizer steps (total_steps above)
   ModelInstance model;
   FlatParams flat;  // rebinds the model's parameters; the optimizer sees its buffers
   OptimizerInstance optimizer;
-  DatasetInstance data;
   ScheduleInstance schedule;
   std::unique_ptr<DatasetInstance> eval_data;             // null without [eval_data]
   std::unique_ptr<CheckpointBackendInstance> checkpoint;  // null without [checkpoint]
   std::vector<TrackerInstance> trackers;
   std::vector<HookInstance> hooks;
 
-  Pipeline(const RunPlan& c, const RunContext& run)
-      : model(c.model, run),
+  Pipeline(const RunPlan& c, const RunContext& context)
+      : data(c.data, context),
+        steps(total_steps(c, data)),
+        model(c.model, with_total_steps(context, steps)),
         flat(model.params()),
-        optimizer(c.optimizer, run, flat.abi()),
-        data(c.data, run),
-        schedule(c.schedule, run) {
+        optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),
+        schedule(c.schedule, with_total_steps(context, steps)) {
+    const RunContext run = with_total_steps(context, steps);
     if (c.eval_data.component) eval_data = std::make_unique<DatasetInstance>(c.eval_data, run);
     if (c.checkpoint.enabled) checkpoint = std::make_unique<CheckpointBackendInstance>(c.checkpoint_backend, run);
     for (const auto& slot : c.trackers) {

@@ -20,6 +20,7 @@ struct RunSettings {
   std::string name = "run", dir = "runs";
   int64_t seed = 0;
   int64_t steps = 100;
+  int64_t epochs = 0;               // > 0: train this many epochs instead of `steps`
   std::string device = "auto";      // resolved per rank by resolve_device (train/device.hpp)
   std::string device_at = "[run]";  // where the manifest set it, for error messages
   Precision precision = Precision::fp32;

@@ -56,7 +56,7 @@ class Trainer {
                  p_->schedule.component().name);
     mfu_ = build_mfu_baseline(p_->model, settings_, device_);
     data_source_ = "[data] " + p_->data.component().name;
-    progress_.total_steps = settings_.steps;
+    progress_.total_steps = p_->steps;
   }
 
   TrainSummary run() {
@@ -64,20 +64,21 @@ class Trainer {
     SignalWatch signals;
     try {
       if (const auto path = checkpoints_ ? checkpoints_->find_resume() : std::nullopt) restore(*path, Restore::resume);
-      if (progress_.step >= settings_.steps) {
-        spdlog::info("the run is already complete at step {} of {}; raise run.steps to train further",
-                     progress_.step, settings_.steps);
+      if (progress_.step >= progress_.total_steps) {
+        spdlog::info("the run is already complete at step {} of {}; raise run.steps or run.epochs to train further",
+                     progress_.step, progress_.total_steps);
         return summary_;
       }
       p_->model.set_training(true);
       Prefetcher prefetch(p_->data, static_cast<size_t>(2 * settings_.grad_accum), device_);
       const double elapsed_before = progress_.elapsed_s;
       bool stop = fire(LOOM_EVENT_TRAIN_BEGIN).request_stop != 0;
-      while (!stop && progress_.step < settings_.steps) {
+      while (!stop && progress_.step < progress_.total_steps) {
         const loom_control requests = train_step(prefetch);
         progress_.elapsed_s = elapsed_before + seconds_since(started);
         stop = end_of_step(requests);
       }
+      if (settings_.epochs > 0 && !stop) finish_last_epoch(prefetch);
       if (checkpoints_ && plan_.checkpoint.at_end && last_saved_step_ != progress_.step) save();
       if (checkpoints_) checkpoints_->wait();
       fire(LOOM_EVENT_TRAIN_END);
@@ -193,6 +194,17 @@ class Trainer {
     return b;
   }
 
+  // A run by epochs has drawn its last epoch's last batch; the dataset's end of that epoch
+  // follows in the queue. Taking it fires epoch_end (no epoch_begin: no epoch follows), so the
+  // count and the saved data position include it.
+  void finish_last_epoch(Prefetcher& prefetch) {
+    Batch b = prefetch.pop();
+    if (!b.end_of_epoch) return;  // grad_accum rounded the steps up into the next epoch
+    data_state_ = b.data_state;
+    fire(LOOM_EVENT_EPOCH_END);
+    progress_.epoch += 1;
+  }
+
   // run.grad_accum, or what run.global_batch_size makes of the first micro-batch's rows.
   int64_t micro_batches_per_step(const Batch& first) {
     if (settings_.global_batch_size <= 0) return settings_.grad_accum;
@@ -234,7 +246,7 @@ class Trainer {
     const int64_t step = progress_.step;
     bool stop = requests.request_stop || signalled;
     if (requests.request_eval) stop |= evaluate();
-    if (step % settings_.log_every == 0 || step == settings_.steps || stop) stop |= log();
+    if (step % settings_.log_every == 0 || step == progress_.total_steps || stop) stop |= log();
     else if (!eval_metrics_.empty()) log_to_trackers(eval_metrics_);
     eval_metrics_.clear();
     if (checkpoints_ && (checkpoints_->due(step) || requests.request_save || signalled || epoch_save)) save();

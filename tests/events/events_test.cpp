@@ -212,3 +212,35 @@ TEST_CASE("runs by epochs resume exactly, at an epoch boundary and in the middle
     CHECK(a == b);
   }
 }
+
+TEST_CASE("run.epochs: the steps come from the dataset's epoch length, and the last epoch's end fires too") {
+  const fs::path dir = loom_test::tmp_dir("events-run-epochs");
+  // A run by epochs names no steps: drop that line from a manifest.
+  const auto without_steps = [](const std::string& path, const std::string& line) {
+    std::string text = loom_test::read_file(path);
+    text.erase(text.find(line), line.size());
+    std::ofstream(path) << text;
+    return path;
+  };
+  const std::string m = without_steps(epoch_manifest(dir, 1, "by-epochs"), "steps = 1\n");
+  const auto r = run_host("run " + m + " --set run.epochs=2");
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const int64_t M = batches_per_epoch(r.err);
+  const int64_t steps = (2 * M + 1) / 2;  // 2 epochs of M micro-batches, 2 per step, rounded up
+  std::vector<std::string> lines;
+  std::istringstream in(loom_test::read_file(dir / "by-epochs" / "events.txt"));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const auto ends = lines_starting(lines, "epoch_end");
+  REQUIRE(ends.size() == 2);
+  CHECK(ends.back() == "epoch_end " + std::to_string(steps) + " 1");  // after the last step: 2M divides by 2
+  CHECK(lines.back() == "train_end " + std::to_string(steps) + " 2");
+  CHECK(loom_test::logged_losses(dir / "by-epochs").size() == static_cast<size_t>(steps));
+
+  const auto both = run_host("run " + m + " --set run.epochs=2 --set run.steps=4");
+  CHECK(both.code == 2);
+  CHECK(both.err.find("[run] sets both steps and epochs") != std::string::npos);
+  const std::string endless = without_steps(manifest(dir, 3, ""), "steps = 3\n");
+  const auto refused = run_host("run " + endless + " --set run.epochs=1");
+  CHECK(refused.code == 2);
+  CHECK(refused.err.find("[data] synthetic does not say how many batches an epoch holds") != std::string::npos);
+}

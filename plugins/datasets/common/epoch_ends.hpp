@@ -19,6 +19,8 @@ class EpochEnds {
  public:
   explicit EpochEnds(bool enabled) : enabled_(enabled) {}
 
+  bool reported() const { return enabled_; }
+
   // True, once, when the previous batch was the last of its epoch.
   bool take() {
     const bool due = due_;

@@ -79,6 +79,9 @@ class Text final : public loom::Dataset {
   }
 
   std::string save_state() const override { return epochs_.save(sampler_.save_state()); }
+  int64_t batches_per_epoch() const override {
+    return epochs_.reported() ? static_cast<int64_t>(sampler_.batches_per_epoch()) : 0;
+  }
   void load_state(const std::string& state) override {
     with_loom_errors([&] { sampler_.load_state(epochs_.load(state)); });
   }

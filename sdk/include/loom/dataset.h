@@ -51,6 +51,12 @@ typedef struct loom_batch {
   int32_t end_of_epoch;
 } loom_batch;
 
+/* (ABI 1.2) What a dataset knows of itself; the host fills struct_size, the dataset the rest. */
+typedef struct loom_dataset_info_args {
+  size_t struct_size;
+  int64_t batches_per_epoch; /* out; batches of one epoch on this rank; 0: endless or unknown */
+} loom_dataset_info_args;
+
 typedef struct loom_dataset_vtable {
   size_t struct_size;
   /* Required. The context carries rank and world size: shard without overlap. */
@@ -62,6 +68,8 @@ typedef struct loom_dataset_vtable {
   /* Optional: exact position for resume. */
   loom_status* (*state_save)(loom_dataset* dataset, const loom_byte_writer* writer);
   loom_status* (*state_load)(loom_dataset* dataset, const void* data, size_t size); /* borrowed */
+  /* Optional (ABI 1.2): the epoch length, which run.epochs needs to know the run's steps. */
+  loom_status* (*info)(loom_dataset* dataset, loom_dataset_info_args* args);
 } loom_dataset_vtable;
 
 LOOM_ABI_OFFSET(loom_batch, targets, 2);
@@ -69,6 +77,8 @@ LOOM_ABI_OFFSET(loom_batch, add_field, 4);
 LOOM_ABI_OFFSET(loom_batch, end_of_epoch, 5);
 LOOM_ABI_OFFSET(loom_dataset_vtable, next, 3);
 LOOM_ABI_OFFSET(loom_dataset_vtable, state_load, 5);
+LOOM_ABI_OFFSET(loom_dataset_vtable, info, 6);
+LOOM_ABI_OFFSET(loom_dataset_info_args, batches_per_epoch, 1);
 
 #ifdef __cplusplus
 }

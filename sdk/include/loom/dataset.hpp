@@ -53,6 +53,9 @@ class Dataset {
   // from an uninterrupted run's.
   virtual std::string save_state() const { return {}; }
   virtual void load_state(const std::string& state) { (void)state; }
+  // (ABI 1.2) Batches of one epoch on this rank, for run.epochs; a dataset that does not
+  // override it reports none (endless or unknown).
+  virtual int64_t batches_per_epoch() const { return 0; }
 };
 
 namespace detail {
@@ -88,6 +91,16 @@ inline loom_status* dataset_next(Dataset& dataset, loom_batch* out) {
   return first_failure;
 }
 
+LOOM_DETAIL_MEMBER_POINTER(batches_per_epoch)
+
+inline loom_status* dataset_info(loom_dataset* handle, loom_dataset_info_args* out) {
+  return guard([&] {
+    loom_dataset_info_args info = read_in(out);
+    info.batches_per_epoch = self<Dataset>(handle).batches_per_epoch();
+    write_out(out, info);
+  });
+}
+
 }  // namespace detail
 
 template <class T>
@@ -100,7 +113,10 @@ const void* Dataset::vtable() {
       &detail::destroy<Dataset, loom_dataset>,
       [](loom_dataset* d, loom_batch* out) { return detail::dataset_next(detail::self<Dataset>(d), out); },
       detail::state_callbacks<T, Dataset, loom_dataset>::save,
-      detail::state_callbacks<T, Dataset, loom_dataset>::load};
+      detail::state_callbacks<T, Dataset, loom_dataset>::load,
+      detail::overridden<typename detail::batches_per_epoch_pointer<T>::type, int64_t (Dataset::*)() const>
+          ? &detail::dataset_info
+          : nullptr};
   return &vt;
 }
 
