@@ -57,6 +57,11 @@ class Trainer {
     mfu_ = build_mfu_baseline(p_->model, settings_, device_);
     data_source_ = "[data] " + p_->data.component().name;
     progress_.total_steps = p_->steps;
+    if (comm_ && settings_.epochs > 0) {  // shards of different lengths: every rank stops at the same step
+      at::Tensor fewest = at::full({1}, -progress_.total_steps, at::kLong);
+      comm_->allreduce_max(fewest);
+      progress_.total_steps = -fewest.item<int64_t>();
+    }
   }
 
   TrainSummary run() {

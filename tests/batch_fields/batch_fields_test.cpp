@@ -96,7 +96,7 @@ TEST_CASE("a model that reads only inputs and targets trains on a dataset with e
   check_trains(write_manifest("old-model", kInputsOnlyModel, "use = \"fields_data\""));
 }
 
-TEST_CASE("a dataset built against the frozen ABI 1.1 headers still loads and trains") {
+TEST_CASE("datasets built against the frozen ABI 1.0 and 1.1 headers still load and train") {
   const fs::path dir = write_manifest("abi11", "use = \"fields_model\"\nposition_dtype = \"int64\"",
                                       "use = \"abi11_data\"");
   const auto r = run_host("run " + (dir / "m.toml").string());
@@ -105,6 +105,7 @@ TEST_CASE("a dataset built against the frozen ABI 1.1 headers still loads and tr
   CHECK(r.code == 1);
   CHECK(contains(r.err, "batch field \"position_ids\" is missing"));
   check_trains(write_manifest("abi11-plain", kInputsOnlyModel, "use = \"abi11_data\""));
+  check_trains(write_manifest("abi10-plain", kInputsOnlyModel, "use = \"abi10_data\""));
 }
 
 TEST_CASE("bad fields are one line naming the dataset or model, the field, expected and actual") {

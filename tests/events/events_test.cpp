@@ -37,12 +37,14 @@ std::string manifest(const fs::path& dir, int steps, const std::string& recorder
   return path.string();
 }
 
-std::vector<std::string> recorded(const fs::path& dir) {
+std::vector<std::string> lines_of(const fs::path& file) {
   std::vector<std::string> lines;
-  std::istringstream in(loom_test::read_file(dir / "r" / "events.txt"));
+  std::istringstream in(loom_test::read_file(file));
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
 }
+
+std::vector<std::string> recorded(const fs::path& dir) { return lines_of(dir / "r" / "events.txt"); }
 
 }  // namespace
 
@@ -200,16 +202,9 @@ TEST_CASE("runs by epochs resume exactly, at an epoch boundary and in the middle
     const auto resumed = run_host("run " + epoch_manifest(dir, 8, name) + " --set checkpoint.every=1");
     REQUIRE_MESSAGE(resumed.code == 0, resumed.err);
     CHECK(loom_test::logged_losses(dir / name) == loom_test::logged_losses(dir / "whole"));
-    const auto lines = loom_test::read_file(dir / name / "events.txt");
-    const auto reference = loom_test::read_file(dir / "whole" / "events.txt");
     // The same epoch ends at the same steps with the same counts, none repeated or lost.
-    std::vector<std::string> a, b;
-    std::istringstream la(lines), lb(reference);
-    for (std::string l; std::getline(la, l);)
-      if (l.rfind("epoch_", 0) == 0) a.push_back(l);
-    for (std::string l; std::getline(lb, l);)
-      if (l.rfind("epoch_", 0) == 0) b.push_back(l);
-    CHECK(a == b);
+    CHECK(lines_starting(lines_of(dir / name / "events.txt"), "epoch_") ==
+          lines_starting(lines_of(dir / "whole" / "events.txt"), "epoch_"));
   }
 }
 
@@ -227,14 +222,20 @@ TEST_CASE("run.epochs: the steps come from the dataset's epoch length, and the l
   REQUIRE_MESSAGE(r.code == 0, r.err);
   const int64_t M = batches_per_epoch(r.err);
   const int64_t steps = (2 * M + 1) / 2;  // 2 epochs of M micro-batches, 2 per step, rounded up
-  std::vector<std::string> lines;
-  std::istringstream in(loom_test::read_file(dir / "by-epochs" / "events.txt"));
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const auto lines = lines_of(dir / "by-epochs" / "events.txt");
   const auto ends = lines_starting(lines, "epoch_end");
   REQUIRE(ends.size() == 2);
   CHECK(ends.back() == "epoch_end " + std::to_string(steps) + " 1");  // after the last step: 2M divides by 2
   CHECK(lines.back() == "train_end " + std::to_string(steps) + " 2");
   CHECK(loom_test::logged_losses(dir / "by-epochs").size() == static_cast<size_t>(steps));
+
+  // One epoch, then resumed to two: the same losses and epoch ends as the run above.
+  const std::string split = without_steps(epoch_manifest(dir, 1, "split"), "steps = 1\n");
+  REQUIRE(run_host("run " + split + " --set run.epochs=1").code == 0);
+  const auto resumed = run_host("run " + split + " --set run.epochs=2");
+  REQUIRE_MESSAGE(resumed.code == 0, resumed.err);
+  CHECK(loom_test::logged_losses(dir / "split") == loom_test::logged_losses(dir / "by-epochs"));
+  CHECK(lines_starting(lines_of(dir / "split" / "events.txt"), "epoch_end") == ends);
 
   const auto both = run_host("run " + m + " --set run.epochs=2 --set run.steps=4");
   CHECK(both.code == 2);

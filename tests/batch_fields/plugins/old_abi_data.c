@@ -1,8 +1,13 @@
-/* abi11_data.c: a dataset in strict C99 built against the frozen ABI 1.1 headers
- * (tests/batch_fields/abi_1_1), whose loom_batch ends at targets. It proves that a host with
- * ABI 1.2 batch fields still loads and trains with a dataset that knows nothing of them.
+/* old_abi_data.c: a dataset in strict C99, built twice: against the frozen ABI 1.0 headers
+ * (tests/batch_fields/abi_1_0, component "abi10_data") and the frozen 1.1 headers (abi_1_1,
+ * "abi11_data"), whose loom_batch ends at targets. It proves that a host with ABI 1.2 batch
+ * fields and epochs still loads and trains with datasets that know nothing of them.
  * Batches: 2 x 4 counting tokens modulo 64, targets the next token. */
 #include <loom/abi.h>
+
+#ifndef OLD_ABI_DATA_NAME
+#error "build with -DOLD_ABI_DATA_NAME=\"abi1x_data\""
+#endif
 
 #include <stdlib.h>
 
@@ -43,7 +48,7 @@ static loom_status* data_create(const loom_context* context, const loom_config* 
   (void)context;
   (void)config;
   *out = (loom_dataset*)calloc(1, sizeof **out);
-  return *out ? NULL : host->status_create(LOOM_STATUS_CODE_INTERNAL, "abi11_data: out of memory");
+  return *out ? NULL : host->status_create(LOOM_STATUS_CODE_INTERNAL, OLD_ABI_DATA_NAME ": out of memory");
 }
 
 static void data_destroy(loom_dataset* dataset) { free(dataset); }
@@ -53,7 +58,7 @@ static loom_status* data_next(loom_dataset* dataset, loom_batch* out) {
   out->targets = counting_tensor(dataset->next_token + 1);
   dataset->next_token += 8;
   if (out->inputs == NULL || out->targets == NULL)
-    return host->status_create(LOOM_STATUS_CODE_INTERNAL, "abi11_data: out of memory");
+    return host->status_create(LOOM_STATUS_CODE_INTERNAL, OLD_ABI_DATA_NAME ": out of memory");
   return NULL;
 }
 
@@ -62,8 +67,8 @@ static const loom_dataset_vtable data_vtable = {
     .next = data_next};
 
 static const loom_component data_component = {
-    .struct_size = sizeof(loom_component), .kind = LOOM_KIND_DATASET, .name = "abi11_data",
-    .summary = "Counting batches from a dataset built against the ABI 1.1 headers.", .options = NULL,
+    .struct_size = sizeof(loom_component), .kind = LOOM_KIND_DATASET, .name = OLD_ABI_DATA_NAME,
+    .summary = "Counting batches from a dataset built against frozen old ABI headers.", .options = NULL,
     .option_count = 0, .vtable = &data_vtable};
 
 static loom_status* register_components(loom_registry* registry) {
@@ -72,7 +77,7 @@ static loom_status* register_components(loom_registry* registry) {
 
 static const loom_plugin_info info = {
     .struct_size = sizeof(loom_plugin_info), .abi_major = LOOM_ABI_MAJOR, .abi_minor = LOOM_ABI_MINOR,
-    .name = "abi11_data", .version = "0.1.0", .torch_fingerprint = NULL,
+    .name = OLD_ABI_DATA_NAME, .version = "0.1.0", .torch_fingerprint = NULL,
     .register_components = register_components};
 
 LOOM_EXPORT const loom_plugin_info* loom_plugin_init(const loom_host_api* h);

@@ -1,0 +1,224 @@
+/* loom/core.h: versions, errors, options and registration shared by every plugin kind.
+ *
+ * Usage (a whole torch-free plugin entry in C; see sdk/template for the C++ helpers):
+ *
+ *   #include <loom/abi.h>
+ *   static const loom_host_api* host;
+ *   static loom_status* register_all(loom_registry* registry) {
+ *     return host->registry_add_component(registry, &my_tracker_component);
+ *   }
+ *   static const loom_plugin_info info = {
+ *     sizeof(loom_plugin_info), LOOM_ABI_MAJOR, LOOM_ABI_MINOR,
+ *     "my_plugin", "0.1.0", NULL, register_all };
+ *   LOOM_EXPORT const loom_plugin_info* loom_plugin_init(const loom_host_api* h) {
+ *     host = h; return &info;
+ *   }
+ *
+ * Version rules (they live here so nobody has to guess):
+ *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
+ *   - Removing, reordering or retyping a field, or changing a callback's meaning, bumps
+ *     LOOM_ABI_MAJOR. Expect that to happen almost never.
+ *   - The host loads any plugin whose major equals its own, whatever the minor.
+ *
+ * Struct rules: every struct that crosses the boundary begins with `size_t struct_size`, set
+ * by whoever fills the struct to sizeof() as it was compiled. A reader treats fields beyond a
+ * smaller struct_size as absent (NULL / 0) and ignores any tail beyond its own sizeof.
+ * Arrays of such structs cross as arrays of pointers, so that strides never disagree; the
+ * one exception is loom_component.options (see there).
+ *
+ * Lifetime vocabulary used in comments: "out", "borrowed for the call", "owned by X",
+ * "caller frees with F", "may be NULL", "static" (lives until the process exits).
+ */
+#ifndef LOOM_CORE_H
+#define LOOM_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_ABI_MAJOR 1
+#define LOOM_ABI_MINOR 0
+
+/* The one symbol each plugin exports. */
+#define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"
+
+#if defined(__GNUC__)
+#define LOOM_EXPORT __attribute__((visibility("default")))
+#else
+#define LOOM_EXPORT
+#endif
+
+/* Compile-time layout checks that work in C99 and C++17. */
+#define LOOM_ABI_CONCAT2(a, b) a##b
+#define LOOM_ABI_CONCAT(a, b) LOOM_ABI_CONCAT2(a, b)
+#define LOOM_ABI_ASSERT(cond) \
+  typedef char LOOM_ABI_CONCAT(loom_abi_assert_line_, __LINE__)[(cond) ? 1 : -1]
+/* Field offsets are checked against a fixed table of pointer-size slots on LP64. */
+#define LOOM_ABI_OFFSET(type, field, slot)                                         \
+  typedef char loom_abi_offset_##type##_##field                                    \
+      [(sizeof(void*) != 8 || offsetof(type, field) == (slot) * 8) ? 1 : -1]
+
+/* Nonzero when the struct at ptr (filled by the other side) is large enough to hold field. */
+#define LOOM_STRUCT_HAS(ptr, type, field) \
+  ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
+
+/* Compute-plane tensor handle: an at::Tensor underneath. Only torch-linked plugins whose
+   fingerprint equals the host's ever see one (rule 7 of docs/abi.md). */
+typedef struct loom_torch_tensor loom_torch_tensor;
+
+/* Tokens whose target equals this index carry no loss. */
+#define LOOM_IGNORE_INDEX (-100)
+
+/* ---- Errors are values -------------------------------------------------------------- */
+
+typedef enum loom_status_code {
+  LOOM_STATUS_CODE_OK = 0,
+  LOOM_STATUS_CODE_INVALID_ARGUMENT = 1, /* bad option value or input */
+  LOOM_STATUS_CODE_NOT_FOUND = 2,        /* missing file, key or component */
+  LOOM_STATUS_CODE_OUT_OF_RANGE = 3,     /* e.g. a finite dataset is exhausted */
+  LOOM_STATUS_CODE_UNIMPLEMENTED = 4,
+  LOOM_STATUS_CODE_INTERNAL = 5          /* anything else, including caught exceptions */
+} loom_status_code;
+
+/* Opaque; created and destroyed only by the host's functions below. NULL means success. */
+typedef struct loom_status loom_status;
+
+typedef enum loom_log_level {
+  LOOM_LOG_LEVEL_DEBUG = 0,
+  LOOM_LOG_LEVEL_INFO = 1,
+  LOOM_LOG_LEVEL_WARN = 2,
+  LOOM_LOG_LEVEL_ERROR = 3
+} loom_log_level;
+
+/* ---- Options: every component declares what it accepts ------------------------------ */
+
+typedef enum loom_option_type {
+  LOOM_OPTION_TYPE_INT = 0,    /* TOML integer, read with config_get_int */
+  LOOM_OPTION_TYPE_FLOAT = 1,  /* TOML float or integer, read with config_get_float */
+  LOOM_OPTION_TYPE_BOOL = 2,   /* TOML boolean, read with config_get_bool */
+  LOOM_OPTION_TYPE_STRING = 3  /* TOML string, read with config_get_string */
+} loom_option_type;
+
+typedef struct loom_option_spec {
+  size_t struct_size;
+  const char* name;          /* static; a bare TOML key such as "lr" */
+  loom_option_type type;
+  const char* default_value; /* static; may be NULL (no default). Text of the value: "1e-3",
+                                "true", "64", or a raw string without quotes */
+  int32_t required;          /* nonzero: the manifest must set it (default_value ignored) */
+  const char* doc;           /* static; one line shown by `host describe` */
+} loom_option_spec;
+
+/* A component's resolved options: validated against its specs, defaults filled in. */
+typedef struct loom_config loom_config;
+
+/* Where and as what a component instance runs. Filled by the host. */
+typedef struct loom_context {
+  size_t struct_size;
+  const char* slot;      /* owned by the host, valid for the instance's life: "model", "trackers[1]" */
+  const char* run_dir;   /* owned by the host, valid for the instance's life; exists already */
+  uint64_t seed;         /* run.seed */
+  int32_t rank;          /* data-parallel rank, 0-based */
+  int32_t world_size;    /* data-parallel world size, >= 1 */
+  const char* device;    /* owned by the host: "cpu", "cuda:0", ... */
+  int64_t total_steps;   /* run.steps */
+} loom_context;
+
+/* Byte sink for component state (checkpoints). Borrowed for the call that receives it. */
+typedef struct loom_byte_writer {
+  size_t struct_size;
+  void* user;                                                    /* pass back to write */
+  loom_status* (*write)(void* user, const void* data, size_t size); /* data borrowed for the call */
+} loom_byte_writer;
+
+/* ---- Components and registration ---------------------------------------------------- */
+
+typedef enum loom_kind {
+  LOOM_KIND_MODEL = 0,       /* torch-linked; loom/model.h */
+  LOOM_KIND_DATASET = 1,     /* torch-free;   loom/dataset.h */
+  LOOM_KIND_OPTIMIZER = 2,   /* torch-linked; loom/optimizer.h */
+  LOOM_KIND_SCHEDULE = 3,    /* torch-free;   loom/schedule.h */
+  LOOM_KIND_CHECKPOINT = 4,  /* torch-free;   loom/checkpoint.h */
+  LOOM_KIND_TRACKER = 5,     /* torch-free;   loom/tracker.h */
+  LOOM_KIND_HOOK = 6,        /* torch-free;   loom/hook.h */
+  LOOM_KIND_COUNT_ = 7
+} loom_kind;
+
+typedef struct loom_component {
+  size_t struct_size;
+  loom_kind kind;
+  const char* name;                /* static; unique within its kind across all plugins */
+  const char* summary;             /* static; one line for `host plugins` and `host describe` */
+  const loom_option_spec* options; /* static; may be NULL. The host walks it with the stride
+                                      options[0].struct_size, so one array = one build */
+  size_t option_count;
+  const void* vtable;              /* static; the kind's loom_<kind>_vtable */
+} loom_component;
+
+/* Opaque; lives only during plugin registration. */
+typedef struct loom_registry loom_registry;
+
+/* The functions the host lends to plugins. Static: valid until the process exits. */
+typedef struct loom_host_api {
+  size_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  /* Errors. The message is copied. Caller frees the result with status_destroy, or returns it. */
+  loom_status* (*status_create)(loom_status_code code, const char* message);
+  void (*status_destroy)(loom_status* status); /* accepts NULL */
+  loom_status_code (*status_get_code)(const loom_status* status);
+  const char* (*status_get_message)(const loom_status* status); /* owned by status */
+  /* Logging through the host's logger; both strings borrowed for the call. */
+  void (*log)(loom_log_level level, const char* source, const char* message);
+  /* Registration; component (and all it points to) must be static. */
+  loom_status* (*registry_add_component)(loom_registry* registry, const loom_component* component);
+  /* Options. Keys must be declared in the component's specs. Strings are owned by config and
+     valid while the create call that received the config runs: copy what you keep. */
+  loom_status* (*config_get_int)(const loom_config* config, const char* key, int64_t* out);
+  loom_status* (*config_get_float)(const loom_config* config, const char* key, double* out);
+  loom_status* (*config_get_bool)(const loom_config* config, const char* key, int32_t* out);
+  loom_status* (*config_get_string)(const loom_config* config, const char* key, const char** out);
+  /* Nonzero when the key is set (by manifest or default). */
+  int32_t (*config_has)(const loom_config* config, const char* key);
+} loom_host_api;
+
+/* What the entry point returns. Static. */
+typedef struct loom_plugin_info {
+  size_t struct_size;
+  uint32_t abi_major;             /* LOOM_ABI_MAJOR the plugin was built with */
+  uint32_t abi_minor;             /* LOOM_ABI_MINOR the plugin was built with */
+  const char* name;               /* static; e.g. "adamw" */
+  const char* version;            /* static; the plugin's own version, e.g. "0.1.0" */
+  const char* torch_fingerprint;  /* static; NULL when torch-free. Torch-linked plugins give
+                                     "libtorch X.Y.Z; cxx11abi N; cuda V|none" and the host
+                                     refuses any that differs from its own */
+  /* Called by the host once major version and fingerprint are accepted. */
+  loom_status* (*register_components)(loom_registry* registry);
+} loom_plugin_info;
+
+/* The entry point: `LOOM_EXPORT const loom_plugin_info* loom_plugin_init(const loom_host_api*)`.
+   host is static; the plugin may keep it. Must not fail and must not call into host except
+   to keep the pointer: the versions are not negotiated yet. */
+typedef const loom_plugin_info* (*loom_plugin_init_fn)(const loom_host_api* host);
+
+/* Frozen layout: these offsets may never change. */
+LOOM_ABI_OFFSET(loom_plugin_info, abi_major, 1);
+LOOM_ABI_OFFSET(loom_plugin_info, name, 2);
+LOOM_ABI_OFFSET(loom_plugin_info, torch_fingerprint, 4);
+LOOM_ABI_OFFSET(loom_plugin_info, register_components, 5);
+LOOM_ABI_OFFSET(loom_host_api, abi_major, 1);
+LOOM_ABI_OFFSET(loom_host_api, status_create, 2);
+LOOM_ABI_OFFSET(loom_host_api, registry_add_component, 7);
+LOOM_ABI_OFFSET(loom_host_api, config_has, 12);
+LOOM_ABI_OFFSET(loom_component, vtable, 6);
+LOOM_ABI_OFFSET(loom_option_spec, doc, 5);
+LOOM_ABI_OFFSET(loom_context, device, 5);
+LOOM_ABI_OFFSET(loom_byte_writer, write, 2);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_CORE_H */

@@ -1,0 +1,80 @@
+/* loom/optimizer.h: the optimizer kind (torch-linked). The host owns parameters and gradients
+ * as flat 1-D buffers, one group per dtype and device. The optimizer gets those buffers and a
+ * segment table, so a whole update is a handful of ops over one tensor.
+ *
+ *   static const loom_optimizer_vtable vt = { sizeof(loom_optimizer_vtable), my_create,
+ *                                             my_destroy, my_step };
+ *   Most authors derive from loom::Optimizer in <loom/optimizer.hpp> instead.
+ */
+#ifndef LOOM_OPTIMIZER_H
+#define LOOM_OPTIMIZER_H
+#include "core.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct loom_optimizer loom_optimizer; /* plugin-defined */
+
+/* One parameter inside a flat buffer. */
+typedef struct loom_param_segment {
+  size_t struct_size;
+  const char* name;      /* owned by the host; valid for the optimizer's life */
+  int64_t offset;        /* first element inside the group's flat buffers */
+  int64_t numel;
+  int32_t ndim;
+  const int64_t* shape;  /* owned by the host; ndim entries; valid for the optimizer's life */
+  uint32_t flags;        /* LOOM_PARAM_FLAG_* from the model */
+} loom_param_segment;
+
+/* Parameters of one dtype and device. */
+typedef struct loom_param_group {
+  size_t struct_size;
+  loom_torch_tensor* params;   /* owned by the host; 1-D, contiguous; update it in place */
+  loom_torch_tensor* grads;    /* owned by the host; same shape; already reduced and clipped */
+  const loom_param_segment* const* segments; /* owned by the host; segment_count pointers */
+  size_t segment_count;
+} loom_param_group;
+
+typedef struct loom_param_groups {
+  size_t struct_size;
+  const loom_param_group* const* groups; /* owned by the host; valid for the optimizer's life */
+  size_t group_count;
+} loom_param_groups;
+
+typedef struct loom_optimizer_step_args {
+  size_t struct_size;
+  double lr;     /* this step's learning rate: the "lr" option times the schedule's factor */
+  int64_t step;  /* 1-based number of this optimizer step */
+} loom_optimizer_step_args;
+
+/* A named piece of optimizer state, for checkpoints. */
+typedef struct loom_state_tensor {
+  size_t struct_size;       /* set by the host; write only fields inside it */
+  const char* name;         /* out; owned by the optimizer, e.g. "exp_avg.0" */
+  loom_torch_tensor* tensor;/* out; owned by the optimizer; the host may copy into it on load */
+} loom_state_tensor;
+
+typedef struct loom_optimizer_vtable {
+  size_t struct_size;
+  /* Required */
+  loom_status* (*create)(const loom_context* context, const loom_config* config,
+                         const loom_param_groups* groups, /* borrowed; pointers inside live
+                                                            as long as the optimizer */
+                         loom_optimizer** out);          /* out: destroy with destroy */
+  void (*destroy)(loom_optimizer* optimizer);            /* accepts NULL */
+  loom_status* (*step)(loom_optimizer* optimizer, const loom_optimizer_step_args* args);
+  /* Optional */
+  size_t (*state_count)(const loom_optimizer* optimizer);
+  loom_status* (*state_get)(loom_optimizer* optimizer, size_t index, loom_state_tensor* out);
+} loom_optimizer_vtable;
+
+LOOM_ABI_OFFSET(loom_param_segment, shape, 5);
+LOOM_ABI_OFFSET(loom_param_group, segment_count, 4);
+LOOM_ABI_OFFSET(loom_optimizer_step_args, step, 2);
+LOOM_ABI_OFFSET(loom_optimizer_vtable, step, 3);
+LOOM_ABI_OFFSET(loom_optimizer_vtable, state_get, 5);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
