@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,9 @@ inline int64_t total_steps(const RunPlan& c, const DatasetInstance& data) {
     throw usage_failure("[run] epochs = " + std::to_string(c.run.epochs) + ": [data] " + data.component().name +
                         " does not say how many batches an epoch holds (token_file and text do with report_epochs = "
                         "true); use run.steps instead");
+  if (per_epoch > (std::numeric_limits<int64_t>::max() - c.run.grad_accum) / c.run.epochs)
+    throw usage_failure("[run] epochs = " + std::to_string(c.run.epochs) + " of " + std::to_string(per_epoch) +
+                        " batches each is more steps than a run can count; lower run.epochs");
   return (c.run.epochs * per_epoch + c.run.grad_accum - 1) / c.run.grad_accum;
 }
 
