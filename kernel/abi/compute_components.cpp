@@ -24,11 +24,6 @@ std::vector<ModelParam> ModelInstance::params() {
 
 namespace {
 
-// Names of batch fields and reported metrics: lower_snake_case.
-bool is_snake_name(const std::string& name) {
-  return !name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
-}
-
 // report_metric (ABI 1.2): runs inside the model's frames, so failures become statuses.
 loom_status* report_metric(void* user, const char* name_in, const loom_torch_tensor* value,
                            loom_metric_reduction reduction) {
@@ -36,7 +31,7 @@ loom_status* report_metric(void* user, const char* name_in, const loom_torch_ten
   try {
     const std::string name = name_in ? name_in : "";
     std::string wrong;
-    if (!is_snake_name(name)) wrong = "is not a lower_snake_case name";
+    if (!is_lower_snake_case(name)) wrong = "is not a lower_snake_case name";
     else if (value == nullptr || !tensor(value).defined() || tensor(value).numel() != 1) wrong = "is not a one-element tensor";
     else if (reduction < LOOM_METRIC_REDUCTION_SUM || reduction > LOOM_METRIC_REDUCTION_MAX) wrong = "has an unknown reduction";
     if (!wrong.empty())
@@ -45,6 +40,8 @@ loom_status* report_metric(void* user, const char* name_in, const loom_torch_ten
     return nullptr;
   } catch (const std::exception& e) {
     return host_api()->status_create(LOOM_STATUS_CODE_INTERNAL, e.what());
+  } catch (...) {  // nothing may unwind into the plugin's frames
+    return host_api()->status_create(LOOM_STATUS_CODE_INTERNAL, "report_metric failed");
   }
 }
 
@@ -94,14 +91,17 @@ double ModelInstance::flops_per_token() const {
   return vt_.flops_per_token != nullptr ? vt_.flops_per_token(handle_) : 0.0;
 }
 
-DatasetInstance::DatasetInstance(const SlotConfig& slot, const RunContext& run) : Instance(slot, run) { create(); }
+DatasetInstance::DatasetInstance(const SlotConfig& slot, const RunContext& run)
+    : Instance(slot, run), source_(where()) {
+  create();
+}
 
 namespace {
 
 // Where add_field puts a batch's named fields (ABI 1.2).
 struct FieldSink {
   BatchFields fields;
-  std::string who;  // the dataset, for messages
+  const std::string* who;  // the dataset, for messages (DatasetInstance::source_)
 };
 
 // Runs inside the dataset's frames: every failure becomes a status, and the tensor is always
@@ -111,7 +111,7 @@ loom_status* add_batch_field(void* user, const char* name_in, DLManagedTensor* t
   try {
     const std::string name = name_in ? name_in : "";
     std::string wrong;
-    if (!is_snake_name(name)) wrong = "is not a lower_snake_case name";
+    if (!is_lower_snake_case(name)) wrong = "is not a lower_snake_case name";
     else if (name == "input_ids" || name == "labels") wrong = "travels as the batch's inputs or targets, not as a field";
     for (const auto& field : sink->fields)
       if (field.first == name) wrong = "was added twice";
@@ -121,17 +121,19 @@ loom_status* add_batch_field(void* user, const char* name_in, DLManagedTensor* t
       return host_api()->status_create(LOOM_STATUS_CODE_INVALID_ARGUMENT,
                                        ("batch field \"" + name + "\" " + wrong).c_str());
     }
-    sink->fields.emplace_back(name, tensor_from_dlpack(tensor, sink->who + " field " + name));  // takes it
+    sink->fields.emplace_back(name, tensor_from_dlpack(tensor, *sink->who + " field " + name));  // takes it
     return nullptr;
   } catch (const std::exception& e) {
     return host_api()->status_create(LOOM_STATUS_CODE_INVALID_ARGUMENT, e.what());
+  } catch (...) {  // nothing may unwind into the plugin's frames
+    return host_api()->status_create(LOOM_STATUS_CODE_INTERNAL, "add_field failed");
   }
 }
 
 }  // namespace
 
 Batch DatasetInstance::next() {
-  FieldSink sink{{}, where()};
+  FieldSink sink{{}, &source_};
   loom_batch raw{};
   raw.struct_size = sizeof(raw);
   raw.fields = &sink;

@@ -69,6 +69,9 @@ class DatasetInstance : public Instance<loom_dataset_vtable, loom_dataset> {
   void load_state(const std::string& state);
   // (ABI 1.2) Batches of one epoch on this rank; 0 when the dataset does not say.
   int64_t batches_per_epoch() const;
+
+ private:
+  std::string source_;  // where(), made once: add_field's messages need it for every batch
 };
 
 class OptimizerInstance : public Instance<loom_optimizer_vtable, loom_optimizer> {

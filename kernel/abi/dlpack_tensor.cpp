@@ -1,6 +1,7 @@
 #include "abi/dlpack_tensor.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -13,6 +14,8 @@ at::ScalarType scalar_type(DLDataType t) {
   if (t.lanes == 1) {
     if (t.code == kDLInt && t.bits == 64) return at::kLong;
     if (t.code == kDLInt && t.bits == 32) return at::kInt;
+    if (t.code == kDLInt && t.bits == 16) return at::kShort;
+    if (t.code == kDLInt && t.bits == 8) return at::kChar;
     if (t.code == kDLUInt && t.bits == 8) return at::kByte;
     if (t.code == kDLFloat && t.bits == 32) return at::kFloat;
     if (t.code == kDLFloat && t.bits == 64) return at::kDouble;
@@ -26,6 +29,8 @@ DLDataType dl_type(at::ScalarType t) {
   switch (t) {
     case at::kLong: return {kDLInt, 64, 1};
     case at::kInt: return {kDLInt, 32, 1};
+    case at::kShort: return {kDLInt, 16, 1};
+    case at::kChar: return {kDLInt, 8, 1};
     case at::kByte: return {kDLUInt, 8, 1};
     case at::kFloat: return {kDLFloat, 32, 1};
     case at::kDouble: return {kDLFloat, 64, 1};
@@ -33,6 +38,18 @@ DLDataType dl_type(at::ScalarType t) {
     case at::kBFloat16: return {kDLBfloat, 16, 1};
     default: throw runtime_failure(std::string("tensors of dtype ") + c10::toString(t) + " cannot cross the ABI");
   }
+}
+
+// The producer is another module: a shape LibTorch would misread (negative, absurdly deep,
+// overflowing its element count) or elements without data are refused before any is read.
+bool plausible(const DLTensor& t) {
+  if (t.ndim < 0 || t.ndim > 16 || (t.ndim > 0 && t.shape == nullptr)) return false;
+  int64_t numel = 1;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0 || (t.shape[i] > 0 && numel > INT64_MAX / t.shape[i])) return false;
+    numel *= t.shape[i];
+  }
+  return numel == 0 || t.data != nullptr;
 }
 
 }  // namespace
@@ -52,6 +69,7 @@ at::Tensor tensor_copy_from_dltensor(const DLTensor& t, const std::string& who) 
   const at::ScalarType type = scalar_type(t.dtype);
   if (t.device.device_type != kDLCPU || type == at::ScalarType::Undefined)
     throw runtime_failure(who + ": tensors must be CPU tensors of a supported dtype");
+  if (!plausible(t)) throw runtime_failure(who + ": a tensor with an invalid shape or no data");
   if (t.strides != nullptr) {
     int64_t expected = 1;
     for (int i = t.ndim - 1; i >= 0; --i) {
@@ -71,7 +89,12 @@ at::Tensor tensor_from_dlpack(DLManagedTensor* managed, const std::string& who) 
   if (t.device.device_type != kDLCPU || type == at::ScalarType::Undefined) {
     if (managed->deleter) managed->deleter(managed);
     throw runtime_failure(who + ": DLPack tensors must be CPU tensors of a supported dtype "
-                                "(int64, int32, uint8, float16/32/64, bfloat16)");
+                                "(int8/16/32/64, uint8, float16/32/64, bfloat16)");
+  }
+  if (!plausible(t)) {
+    if (managed->deleter) managed->deleter(managed);
+    throw runtime_failure(who + ": DLPack tensor with an invalid shape or no data (ndim " + std::to_string(t.ndim) +
+                          ")");
   }
   std::vector<int64_t> sizes(t.shape, t.shape + t.ndim);
   std::vector<int64_t> strides;

@@ -47,7 +47,7 @@ Component read_component(const loom_component* c, const PluginRecord& plugin) {
   out.plugin = &plugin;
   if (out.kind < 0 || out.kind >= LOOM_KIND_COUNT_)
     throw plugin_failure("component \"" + out.name + "\" has unknown kind " + std::to_string(out.kind) + from);
-  if (out.name.empty() || out.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+  if (!is_lower_snake_case(out.name))
     throw plugin_failure("component name \"" + out.name + "\" must be lower_snake_case" + from);
   if (kind_needs_torch(out.kind) && plugin.fingerprint.empty())
     throw plugin_failure(out.describe() + " is torch-linked, but the plugin declares no torch fingerprint; "

@@ -7,6 +7,7 @@
 #include <loom/abi.h>
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace loom {
@@ -26,5 +27,10 @@ const KindInfo& kind_info(loom_kind kind);
 // "model", or "unknown" for a value outside loom_kind.
 const char* kind_name(loom_kind kind);
 bool kind_needs_torch(loom_kind kind);
+
+// The names that cross the ABI (components, batch fields, reported metrics) are lower_snake_case.
+inline bool is_lower_snake_case(const std::string& name) {
+  return !name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+}
 
 }  // namespace loom

@@ -24,14 +24,14 @@ typedef struct loom_dataset loom_dataset; /* plugin-defined */
  *                   every document of a packed row)
  *   document_ids    int64 [B, T]: which document of the row a token belongs to; attention never
  *                   crosses from one document to another
- *   attention_mask  int64 or bool [B, T]: 1 for real tokens, 0 for padding
+ *   attention_mask  int64 or uint8 [B, T]: 1 for real tokens, 0 for padding
  *   loss_weight     float32 [B, T]: a weight per label position
  * Ragged data crosses as two fields, NAME_values and NAME_offsets (int64, one more entry than
  * rows, offsets[0] = 0), as in CSR. */
 
 /* (ABI 1.2) Hands one named field of a batch to the host. name: borrowed for the call, lower
-   snake case, unique within the batch, not input_ids or labels. tensor: any dtype and rank, on
-   the CPU; ownership passes to the host, which calls its deleter even when this fails. */
+   snake case, unique within the batch, not input_ids or labels. tensor: any rank, on the CPU,
+   of a dtype DLPack and LibTorch share (int8/16/32/64, uint8, float16/32/64, bfloat16); ownership passes to the host, which calls its deleter even when this fails. */
 typedef loom_status* (*loom_batch_add_field_fn)(void* fields, const char* name, DLManagedTensor* tensor);
 
 typedef struct loom_batch {
