@@ -24,6 +24,20 @@ std::vector<ModelParam> ModelInstance::params() {
 
 namespace {
 
+// The batch's fields as the ABI lends them: an array of pointers to views, borrowed for a call.
+struct FieldViews {
+  std::vector<loom_batch_field> views;
+  std::vector<const loom_batch_field*> pointers;
+  explicit FieldViews(const BatchFields& fields) : views(fields.size()), pointers(fields.size()) {
+    for (size_t i = 0; i < fields.size(); ++i) {
+      views[i].struct_size = sizeof(loom_batch_field);
+      views[i].name = fields[i].first.c_str();
+      views[i].tensor = handle(fields[i].second);
+      pointers[i] = &views[i];
+    }
+  }
+};
+
 // report_metric (ABI 1.2): runs inside the model's frames, so failures become statuses.
 loom_status* report_metric(void* user, const char* name_in, const loom_torch_tensor* value,
                            loom_metric_reduction reduction) {
@@ -50,21 +64,14 @@ loom_status* report_metric(void* user, const char* name_in, const loom_torch_ten
 ForwardResult ModelInstance::forward(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields,
                                      const std::string& batch_from) {
   ForwardResult out;
-  std::vector<loom_batch_field> views(fields.size());
-  std::vector<const loom_batch_field*> pointers(fields.size());
-  for (size_t i = 0; i < fields.size(); ++i) {
-    views[i].struct_size = sizeof(loom_batch_field);
-    views[i].name = fields[i].first.c_str();
-    views[i].tensor = handle(fields[i].second);
-    pointers[i] = &views[i];
-  }
+  const FieldViews views(fields);
   loom_model_forward_args args{};
   args.struct_size = sizeof(args);
   args.inputs = handle(inputs);
   args.targets = handle(targets);
   args.loss_sum = handle(out.loss_sum);
-  args.fields = pointers.data();
-  args.field_count = pointers.size();
+  args.fields = views.pointers.data();
+  args.field_count = views.pointers.size();
   args.units = handle(out.units);
   args.metrics = &out.metrics;
   args.report_metric = &report_metric;
@@ -89,6 +96,30 @@ void ModelInstance::set_training(bool training) {
 
 double ModelInstance::flops_per_token() const {
   return vt_.flops_per_token != nullptr ? vt_.flops_per_token(handle_) : 0.0;
+}
+
+at::Tensor ModelInstance::logits(const at::Tensor& inputs, const BatchFields& fields) {
+  if (vt_.logits == nullptr) throw runtime_failure(where() + ": the model does not compute logits on their own");
+  const FieldViews views(fields);
+  at::Tensor out;
+  loom_model_logits_args args{};
+  args.struct_size = sizeof(args);
+  args.inputs = handle(inputs);
+  args.fields = views.pointers.data();
+  args.field_count = views.pointers.size();
+  args.logits = handle(out);
+  check(vt_.logits(handle_, &args), "logits");
+  if (!out.defined() || out.dim() != 3 || out.size(0) != inputs.size(0) || out.size(1) != inputs.size(1))
+    throw runtime_failure(where() + ": logits must assign a (B, T, V) tensor for (B, T) inputs");
+  return out;
+}
+
+std::string ModelInstance::hugging_face() const {
+  if (vt_.hugging_face == nullptr) return "";
+  loom_model_hugging_face_args args{};
+  args.struct_size = sizeof(args);
+  check(vt_.hugging_face(handle_, &args), "hugging_face");
+  return args.json != nullptr ? args.json : "";
 }
 
 DatasetInstance::DatasetInstance(const SlotConfig& slot, const RunContext& run)

@@ -48,6 +48,11 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
   }
   void set_training(bool training);
   double flops_per_token() const;
+  // (ABI 1.3) The next-token logits (B, T, V), no loss; a runtime Failure when the model has
+  // no logits callback.
+  at::Tensor logits(const at::Tensor& inputs, const BatchFields& fields = {});
+  // (ABI 1.3) The model's Hugging Face description (loom/model.h), or "" when it has none.
+  std::string hugging_face() const;
 };
 
 struct Batch {

@@ -87,8 +87,8 @@ int command_checkpoint_inspect(const CommandLine& line) {
 
 int command_checkpoint_export(const CommandLine& line) {
   const std::string& dir = line.args.at(0);
-  const std::string& format = line.format;
-  const std::string& out_path = line.out;
+  const std::string format = line.format.empty() ? "hf-safetensors" : line.format;
+  const std::string out_path = line.out.empty() ? "model.safetensors" : line.out;
   if (format != "hf-safetensors")
     throw usage_failure("checkpoint export: unknown --format \"" + format + "\"; supported: hf-safetensors");
   auto source = open_checkpoint(dir);

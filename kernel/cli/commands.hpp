@@ -14,7 +14,8 @@ struct CommandLine {
   std::vector<std::string> args;       // positional arguments after the command name
   std::vector<std::string> overrides;  // --set KEY=VALUE, in order
   bool json = false, all = false, markdown = false, verbose = false, help = false;
-  std::string format = "hf-safetensors", out = "model.safetensors";
+  std::string format, out;             // export and checkpoint export; empty: the command's default
+  std::string dtype = "bf16", max_shard_size = "5GB";  // export
   std::string checkpoint;              // eval: a step-N folder; empty: the run's newest
   // launch
   int nproc_per_node = 1, nnodes = 1, node_rank = 0;
@@ -53,5 +54,6 @@ int command_describe(const CommandLine& line);
 int command_launch(const CommandLine& line);
 int command_checkpoint_inspect(const CommandLine& line);
 int command_checkpoint_export(const CommandLine& line);
+int command_export(const CommandLine& line);
 
 }  // namespace loom

@@ -49,6 +49,37 @@ inline at::Tensor causal_attention(const at::Tensor& q, at::Tensor k, at::Tensor
   return at::bmm(att, v.reshape({B * H, T, D})).view({B, H, T, D});                     // (B, H, T, D)
 }
 
+// How the rotary frequencies are stretched for contexts longer than the model was trained on,
+// as Hugging Face config.json's rope_scaling names it.
+struct RopeScaling {
+  enum class Type { none, linear, llama3 };
+  Type type = Type::none;
+  double factor = 1.0;
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  double original_max_positions = 8192.0;                 // llama3
+};
+
+// inv_freq[i] = theta^(-2i / D) for i < D/2, in double, then scaled:
+//   linear: every frequency / factor (positions interpolated, Chen et al. 2023);
+//   llama3: as published with Llama 3.1 (Meta's reference apply_scaling): wavelengths 2 pi / f
+//     shorter than original / high_freq_factor stay, longer than original / low_freq_factor
+//     are divided by factor, and those between blend the two with
+//     smooth = (original / wavelength - low) / (high - low).
+inline at::Tensor rope_inv_freq(int64_t head_dim, double theta, const RopeScaling& scaling) {
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor exponents = at::arange(0, head_dim, 2, f64) / static_cast<double>(head_dim);  // (D/2)
+  at::Tensor inv_freq = at::pow(theta, -exponents);                                                // (D/2)
+  if (scaling.type == RopeScaling::Type::linear) return inv_freq / scaling.factor;
+  if (scaling.type != RopeScaling::Type::llama3) return inv_freq;
+  const double low_wavelen = scaling.original_max_positions / scaling.low_freq_factor;
+  const double high_wavelen = scaling.original_max_positions / scaling.high_freq_factor;
+  const at::Tensor wavelen = 2.0 * M_PI / inv_freq;
+  const at::Tensor smooth = (scaling.original_max_positions / wavelen - scaling.low_freq_factor) /
+                            (scaling.high_freq_factor - scaling.low_freq_factor);
+  const at::Tensor blended = (1.0 - smooth) * inv_freq / scaling.factor + smooth * inv_freq;
+  return at::where(wavelen < high_wavelen, inv_freq, at::where(wavelen > low_wavelen, inv_freq / scaling.factor, blended));
+}
+
 // Rotary position embeddings (Su et al. 2021) as Hugging Face Llama lays them out: the
 // rotation pairs channel i with channel i + D/2 (not 2i with 2i+1 as Meta's original), so
 // q and k projections exported under HF names need no permutation.
@@ -56,13 +87,11 @@ struct Rope {
   at::Tensor cos, sin;  // (T, D) each; buffers, not parameters
 
   Rope() = default;
-  Rope(int64_t block_size, int64_t head_dim, double theta, const at::Device& device) {
-    const auto f64 = at::TensorOptions().dtype(at::kDouble);
-    // inv_freq[i] = theta^(-2i / D) for i < D/2, computed in double, stored as float
-    const at::Tensor exponents = at::arange(0, head_dim, 2, f64) / static_cast<double>(head_dim);  // (D/2)
-    const at::Tensor inv_freq = at::pow(theta, -exponents);                                          // (D/2)
-    const at::Tensor angles = at::outer(at::arange(block_size, f64), inv_freq);                      // (T, D/2)
-    const at::Tensor both = at::cat({angles, angles}, -1);                                            // (T, D)
+  Rope(int64_t block_size, int64_t head_dim, double theta, const at::Device& device,
+       const RopeScaling& scaling = RopeScaling()) {
+    const at::Tensor inv_freq = rope_inv_freq(head_dim, theta, scaling);                                     // (D/2)
+    const at::Tensor angles = at::outer(at::arange(block_size, at::TensorOptions().dtype(at::kDouble)), inv_freq);  // (T, D/2)
+    const at::Tensor both = at::cat({angles, angles}, -1);                                                   // (T, D)
     cos = both.cos().to(at::kFloat).to(device);
     sin = both.sin().to(at::kFloat).to(device);
   }

@@ -1,32 +1,37 @@
-// llama.cpp: the `llama` component, the Llama architecture (Touvron et al. 2023) as Hugging
-// Face's LlamaForCausalLM computes it: RMSNorm before attention and MLP, rotary position
-// embeddings on q and k (HF's rotate_half layout), a SwiGLU MLP, optional grouped-query
-// attention, no biases, and an output layer that is separate unless tie_embeddings is set.
-// Parameter names and (out, in) weight layouts are Hugging Face's.
+// llama.cpp: the Llama architecture (Touvron et al. 2023) as Hugging Face's LlamaForCausalLM
+// computes it: RMSNorm before attention and MLP, rotary position embeddings on q and k (HF's
+// rotate_half layout, optionally rescaled), a SwiGLU MLP, optional grouped-query attention, an
+// output layer that is separate unless tied. The switches of LlamaSpec add what Mistral,
+// Qwen2 and Qwen3 change: q/k/v and o biases, q/k norms, a head dim of its own. Parameter
+// names and (out, in) weight layouts are Hugging Face's. The `llama` component is the model
+// configured by manifest options.
 //
-// It is deliberately not a general transformer: no KV cache, no generation, no RoPE scaling.
+// It is deliberately not a general transformer: no KV cache, no generation, no sliding window.
 //
 // Shapes: B = batch, T = sequence, C = channels (n_embd), H = query heads, K = key/value heads,
-// D = head dim (C / H), F = MLP hidden width (ffn_hidden), L = n_layer, V = vocab_size.
-#include <loom/model.hpp>
+// D = head dim, F = MLP hidden width (ffn_hidden), L = n_layer, V = vocab_size.
+#include "llama.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "attention.hpp"
 #include "common.hpp"
 #include "components.hpp"
 #include "packing.hpp"
 
+namespace loom_gpt {
 namespace {
 
-using loom_gpt::require;
 constexpr uint32_t kNoDecay = LOOM_PARAM_FLAG_NO_DECAY;
 
-// x * w / sqrt(mean(x^2) + eps) over the last dimension. x: (B, T, C); w: (C).
+// Hugging Face's LlamaRMSNorm: normalised in fp32 whatever x's dtype, cast back, then scaled:
+// w * (x / sqrt(mean(x^2) + eps)) over the last dimension.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
-  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * w;
+  const at::Tensor x32 = x.to(at::kFloat);
+  return (x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type()) * w;
 }
 
 // The Llama width rule when ffn_hidden = 0: two thirds of 4C (SwiGLU has three matrices where
@@ -35,16 +40,166 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
 // under 1% (10944 against 11008).
 int64_t llama_ffn_hidden(int64_t C) { return (8 * C / 3 + 31) / 32 * 32; }
 
+// x @ w^T (+ b when the layer has one).
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+}
+
 struct Layer {
   at::Tensor input_norm;                  // (C)
   at::Tensor q_proj, k_proj, v_proj;      // (H*D, C), (K*D, C), (K*D, C)
-  at::Tensor o_proj;                      // (C, H*D)
+  at::Tensor q_bias, k_bias, v_bias;      // (H*D), (K*D), (K*D) or undefined
+  at::Tensor q_norm, k_norm;              // (D) each or undefined
+  at::Tensor o_proj, o_bias;              // (C, H*D), (C) or undefined
   at::Tensor post_norm;                   // (C)
   at::Tensor gate_proj, up_proj;          // (F, C), (F, C)
   at::Tensor down_proj;                   // (C, F)
 };
 
-class Llama final : public loom::Model {
+class LlamaModel : public loom::Model {
+ public:
+  LlamaModel(const LlamaSpec& spec, const loom::Context& ctx) : s_(spec) {
+    check_llama_spec(s_);
+    const int64_t V = s_.vocab_size, C = s_.n_embd, H = s_.n_head, K = s_.n_kv_head, D = s_.head_dim,
+                  F = s_.ffn_hidden, L = s_.n_layer;
+    // Own generator: initialization depends on the run seed only, not on what ran before.
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(s_.seed);
+    const at::Device device(ctx.device);
+    const double proj_std = s_.init_std / std::sqrt(2.0 * static_cast<double>(L));  // scaled residual init, as GPT-2
+    const auto normal = [&](at::IntArrayRef shape, double std) {
+      return s_.random_init ? at::normal(0.0, std, shape, gen).to(device) : at::empty(shape, device);
+    };
+    const auto filled = [&](int64_t size, double value) { return at::full({size}, value, device); };
+    // Weight decay applies to the projection matrices and lm_head; embeddings, norms and biases are exempt.
+    const auto param = [&](const std::string& n, at::Tensor init, uint32_t flags) {
+      matmul_params_ += init.numel();
+      return add_param(n, std::move(init), flags);
+    };
+
+    // Untied, the input embedding is a lookup only and stays out of the FLOPs' N.
+    embed_ = s_.tie_embeddings ? param("model.embed_tokens.weight", normal({V, C}, s_.init_std), kNoDecay)
+                               : add_param("model.embed_tokens.weight", normal({V, C}, s_.init_std), kNoDecay);
+    for (int64_t i = 0; i < L; ++i) {
+      const std::string p = "model.layers." + std::to_string(i) + ".";
+      Layer l;  // registered in Hugging Face's order: self_attn, mlp, then the two norms
+      l.q_proj = param(p + "self_attn.q_proj.weight", normal({H * D, C}, s_.init_std), 0);
+      if (s_.qkv_bias) l.q_bias = add_param(p + "self_attn.q_proj.bias", filled(H * D, 0.0), kNoDecay);
+      l.k_proj = param(p + "self_attn.k_proj.weight", normal({K * D, C}, s_.init_std), 0);
+      if (s_.qkv_bias) l.k_bias = add_param(p + "self_attn.k_proj.bias", filled(K * D, 0.0), kNoDecay);
+      l.v_proj = param(p + "self_attn.v_proj.weight", normal({K * D, C}, s_.init_std), 0);
+      if (s_.qkv_bias) l.v_bias = add_param(p + "self_attn.v_proj.bias", filled(K * D, 0.0), kNoDecay);
+      l.o_proj = param(p + "self_attn.o_proj.weight", normal({C, H * D}, proj_std), 0);
+      if (s_.o_bias) l.o_bias = add_param(p + "self_attn.o_proj.bias", filled(C, 0.0), kNoDecay);
+      if (s_.qk_norm) {
+        l.q_norm = add_param(p + "self_attn.q_norm.weight", filled(D, 1.0), kNoDecay);
+        l.k_norm = add_param(p + "self_attn.k_norm.weight", filled(D, 1.0), kNoDecay);
+      }
+      l.gate_proj = param(p + "mlp.gate_proj.weight", normal({F, C}, s_.init_std), 0);
+      l.up_proj = param(p + "mlp.up_proj.weight", normal({F, C}, s_.init_std), 0);
+      l.down_proj = param(p + "mlp.down_proj.weight", normal({C, F}, proj_std), 0);
+      l.input_norm = param(p + "input_layernorm.weight", filled(C, 1.0), kNoDecay);
+      l.post_norm = param(p + "post_attention_layernorm.weight", filled(C, 1.0), kNoDecay);
+      layers_.push_back(l);
+    }
+    norm_ = param("model.norm.weight", filled(C, 1.0), kNoDecay);                                  // (C)
+    lm_head_ = s_.tie_embeddings ? embed_ : param("lm_head.weight", normal({V, C}, s_.init_std), 0);     // (V, C)
+    mask_ = causal_mask(s_.seq_len, device);                                                           // (T, T)
+    rope_ = Rope(s_.seq_len, D, s_.rope_theta, device, s_.rope_scaling);                                // (T, D)
+  }
+
+  at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
+    check_batch(s_.component.c_str(), inputs, targets, s_.seq_len, s_.vocab_size);
+    return loom::token_loss_sum(forward(inputs, {at::Tensor(), mask_}), targets);
+  }
+
+  // Packed rows: position_ids and document_ids when the dataset gives them (packing.hpp).
+  at::Tensor loss_sum(const loom::BatchFields& batch) override {
+    check_batch(s_.component.c_str(), batch.input_ids, batch.labels, s_.seq_len, s_.vocab_size);
+    return loom::token_loss_sum(forward(batch.input_ids, layout_of(batch, mask_, s_.seq_len, s_.component.c_str())),
+                                batch.labels);
+  }
+
+  at::Tensor logits(const loom::BatchFields& batch) override {
+    check_batch(s_.component.c_str(), batch.input_ids, batch.input_ids, s_.seq_len, s_.vocab_size);
+    return forward(batch.input_ids, layout_of(batch, mask_, s_.seq_len, s_.component.c_str()));
+  }
+
+  double flops_per_token() const override {
+    return loom_gpt::flops_per_token(matmul_params_, s_.n_layer, s_.n_head * s_.head_dim, s_.seq_len);
+  }
+
+  std::string hugging_face() const override { return nlohmann::json{{"config", llama_hf_config(s_)}}.dump(); }
+
+ private:
+  // inputs: (B, T) -> logits (B, T, V).
+  at::Tensor forward(const at::Tensor& inputs, const Layout& layout) const {
+    at::Tensor x = at::embedding(embed_, inputs);  // (B, T, C)
+    for (const Layer& l : layers_) {
+      x = x + attention(l, rms_norm(x, l.input_norm, s_.rms_norm_eps), layout);  // (B, T, C)
+      x = x + mlp(l, rms_norm(x, l.post_norm, s_.rms_norm_eps));                 // (B, T, C)
+    }
+    return at::linear(rms_norm(x, norm_, s_.rms_norm_eps), lm_head_);  // (B, T, V)
+  }
+
+  // x: (B, T, C) after input_layernorm -> the attention branch (B, T, C).
+  at::Tensor attention(const Layer& l, const at::Tensor& x, const Layout& layout) const {
+    const int64_t B = x.size(0), T = x.size(1), H = s_.n_head, K = s_.n_kv_head, D = s_.head_dim;
+    at::Tensor q = linear(x, l.q_proj, l.q_bias).view({B, T, H, D}).transpose(1, 2);  // (B, H, T, D)
+    at::Tensor k = linear(x, l.k_proj, l.k_bias).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
+    const at::Tensor v = linear(x, l.v_proj, l.v_bias).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
+    if (s_.qk_norm) {  // per head, over D, before the rotation (Qwen3)
+      q = rms_norm(q, l.q_norm, s_.rms_norm_eps);
+      k = rms_norm(k, l.k_norm, s_.rms_norm_eps);
+    }
+    const at::Tensor y = causal_attention(rope_.apply(q, layout.positions), rope_.apply(k, layout.positions), v,
+                                          layout.mask, s_.dropout, training_);  // (B, H, T, D)
+    const at::Tensor merged = y.transpose(1, 2).reshape({B, T, H * D});       // (B, T, H*D)
+    return maybe_dropout(linear(merged, l.o_proj, l.o_bias), s_.dropout, training_);
+  }
+
+  // x: (B, T, C) after post_attention_layernorm -> the SwiGLU branch (B, T, C).
+  at::Tensor mlp(const Layer& l, const at::Tensor& x) const {
+    const at::Tensor h = at::silu(at::linear(x, l.gate_proj)) * at::linear(x, l.up_proj);  // (B, T, F)
+    return maybe_dropout(at::linear(h, l.down_proj), s_.dropout, training_);               // (B, T, C)
+  }
+
+  LlamaSpec s_;
+  int64_t matmul_params_ = 0;  // the N of 6N: all but an untied input embedding
+  at::Tensor embed_;           // (V, C)
+  std::vector<Layer> layers_;  // L
+  at::Tensor norm_;            // (C)
+  at::Tensor lm_head_;         // (V, C); the same tensor as embed_ when tied
+  at::Tensor mask_;            // (T, T) float, -inf above the diagonal; a buffer
+  Rope rope_;                  // (T, D) cos and sin; buffers
+};
+
+LlamaSpec spec_from_options(const loom::Config& c, const loom::Context& ctx) {
+  LlamaSpec s;
+  s.vocab_size = c.i64("vocab_size");
+  s.n_layer = c.i64("n_layer");
+  s.n_head = c.i64("n_head");
+  s.n_kv_head = c.i64("n_kv_head") == 0 ? s.n_head : c.i64("n_kv_head");
+  s.n_embd = c.i64("n_embd");
+  s.seq_len = c.i64("seq_len");
+  s.ffn_hidden = c.i64("ffn_hidden") == 0 ? llama_ffn_hidden(s.n_embd) : c.i64("ffn_hidden");
+  s.rope_theta = c.f64("rope_theta");
+  s.rms_norm_eps = c.f64("rms_norm_eps");
+  s.dropout = c.f64("dropout");
+  s.tie_embeddings = c.flag("tie_embeddings");
+  s.init_std = c.f64("init_std");
+  require(s.n_head >= 1, "llama: n_head must be at least 1, got " + std::to_string(s.n_head));
+  require(s.n_embd >= 1 && s.n_embd % s.n_head == 0, "llama: n_embd (" + std::to_string(s.n_embd) +
+                                                         ") must be a positive multiple of n_head (" +
+                                                         std::to_string(s.n_head) + "); change n_embd or n_head");
+  s.head_dim = s.n_embd / s.n_head;
+  require(s.head_dim % 2 == 0, "llama: the head dim n_embd / n_head = " + std::to_string(s.head_dim) +
+                                   " must be even for rotary embeddings; change n_embd or n_head");
+  s.seed = ctx.seed;
+  return s;
+}
+
+// The `llama` component: the model configured by manifest options.
+class Llama final : public LlamaModel {
  public:
   static constexpr const char* name = "llama";
   static constexpr const char* summary =
@@ -70,121 +225,35 @@ class Llama final : public loom::Model {
                    "Std of the normal init; o_proj and down_proj get init_std / sqrt(2 n_layer)."),
   };
 
-  Llama(const loom::Config& c, const loom::Context& ctx)
-      : V_(c.i64("vocab_size")), L_(c.i64("n_layer")), H_(c.i64("n_head")), K_(c.i64("n_kv_head")),
-        C_(c.i64("n_embd")), T_(c.i64("seq_len")), F_(c.i64("ffn_hidden")), eps_(c.f64("rms_norm_eps")),
-        dropout_(c.f64("dropout")) {
-    const double init_std = c.f64("init_std"), theta = c.f64("rope_theta");
-    const bool tied = c.flag("tie_embeddings");
-    if (K_ == 0) K_ = H_;
-    if (F_ == 0) F_ = llama_ffn_hidden(C_);
-    require(V_ >= 2, "llama: vocab_size must be at least 2, got " + std::to_string(V_));
-    require(L_ >= 1, "llama: n_layer must be at least 1, got " + std::to_string(L_));
-    require(H_ >= 1, "llama: n_head must be at least 1, got " + std::to_string(H_));
-    require(C_ >= 1 && C_ % H_ == 0, "llama: n_embd (" + std::to_string(C_) +
-                                         ") must be a positive multiple of n_head (" + std::to_string(H_) +
-                                         "); change n_embd or n_head");
-    require((C_ / H_) % 2 == 0, "llama: the head dim n_embd / n_head = " + std::to_string(C_ / H_) +
-                                    " must be even for rotary embeddings; change n_embd or n_head");
-    require(K_ >= 1 && H_ % K_ == 0, "llama: n_kv_head (" + std::to_string(K_) + ") must divide n_head (" +
-                                         std::to_string(H_) + "); use a divisor of n_head, or 0 for n_head");
-    require(F_ >= 1, "llama: ffn_hidden must be positive, or 0 for the Llama rule; got " + std::to_string(F_));
-    require(T_ >= 1, "llama: seq_len must be at least 1, got " + std::to_string(T_));
-    require(theta > 0.0, "llama: rope_theta must be positive, got " + std::to_string(theta));
-    require(eps_ > 0.0, "llama: rms_norm_eps must be positive, got " + std::to_string(eps_));
-    require(dropout_ >= 0.0 && dropout_ < 1.0, "llama: dropout must be in [0, 1), got " + std::to_string(dropout_));
-    require(init_std > 0.0, "llama: init_std must be positive, got " + std::to_string(init_std));
-
-    // Own generator: initialization depends on the run seed only, not on what ran before.
-    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(ctx.seed);
-    const at::Device device(ctx.device);
-    const auto normal = [&](at::IntArrayRef shape, double s) { return at::normal(0.0, s, shape, gen).to(device); };
-    const auto ones = [&](int64_t size) { return at::ones({size}, device); };
-    const double proj_std = init_std / std::sqrt(2.0 * static_cast<double>(L_));  // scaled residual init, as GPT-2
-    const int64_t D = C_ / H_;
-    // Weight decay applies to the projection matrices and lm_head; embeddings and norms are exempt.
-    const auto param = [&](const std::string& n, at::Tensor init, uint32_t flags) {
-      matmul_params_ += init.numel();
-      return add_param(n, std::move(init), flags);
-    };
-
-    // Untied, the input embedding is a lookup only and stays out of the FLOPs' N.
-    embed_ = tied ? param("model.embed_tokens.weight", normal({V_, C_}, init_std), kNoDecay)
-                  : add_param("model.embed_tokens.weight", normal({V_, C_}, init_std), kNoDecay);  // (V, C)
-    for (int64_t i = 0; i < L_; ++i) {
-      const std::string p = "model.layers." + std::to_string(i) + ".";
-      Layer l;  // registered in Hugging Face's order: self_attn, mlp, then the two norms
-      l.q_proj = param(p + "self_attn.q_proj.weight", normal({H_ * D, C_}, init_std), 0);
-      l.k_proj = param(p + "self_attn.k_proj.weight", normal({K_ * D, C_}, init_std), 0);
-      l.v_proj = param(p + "self_attn.v_proj.weight", normal({K_ * D, C_}, init_std), 0);
-      l.o_proj = param(p + "self_attn.o_proj.weight", normal({C_, H_ * D}, proj_std), 0);
-      l.gate_proj = param(p + "mlp.gate_proj.weight", normal({F_, C_}, init_std), 0);
-      l.up_proj = param(p + "mlp.up_proj.weight", normal({F_, C_}, init_std), 0);
-      l.down_proj = param(p + "mlp.down_proj.weight", normal({C_, F_}, proj_std), 0);
-      l.input_norm = param(p + "input_layernorm.weight", ones(C_), kNoDecay);
-      l.post_norm = param(p + "post_attention_layernorm.weight", ones(C_), kNoDecay);
-      layers_.push_back(l);
-    }
-    norm_ = param("model.norm.weight", ones(C_), kNoDecay);                           // (C)
-    lm_head_ = tied ? embed_ : param("lm_head.weight", normal({V_, C_}, init_std), 0);     // (V, C)
-    mask_ = loom_gpt::causal_mask(T_, device);                                         // (T, T)
-    rope_ = loom_gpt::Rope(T_, D, theta, device);                                      // (T, D) cos and sin
-  }
-
-  at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
-    return loss(inputs, targets, {at::Tensor(), mask_});
-  }
-
-  // Packed rows: position_ids and document_ids when the dataset gives them (packing.hpp).
-  at::Tensor loss_sum(const loom::BatchFields& batch) override {
-    return loss(batch.input_ids, batch.labels, loom_gpt::layout_of(batch, mask_, T_, "llama"));
-  }
-
-  double flops_per_token() const override { return loom_gpt::flops_per_token(matmul_params_, L_, C_, T_); }
-
- private:
-  at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets, const loom_gpt::Layout& layout) {
-    loom_gpt::check_batch("llama", inputs, targets, T_, V_);
-    at::Tensor x = at::embedding(embed_, inputs);  // (B, T, C)
-    for (const Layer& l : layers_) {
-      x = x + attention(l, rms_norm(x, l.input_norm, eps_), layout);  // (B, T, C)
-      x = x + mlp(l, rms_norm(x, l.post_norm, eps_));         // (B, T, C)
-    }
-    x = rms_norm(x, norm_, eps_);                                  // (B, T, C)
-    return loom::token_loss_sum(at::linear(x, lm_head_), targets);  // logits (B, T, V)
-  }
-
-  // x: (B, T, C) after input_layernorm -> the attention branch (B, T, C).
-  at::Tensor attention(const Layer& l, const at::Tensor& x, const loom_gpt::Layout& layout) const {
-    const int64_t B = x.size(0), T = x.size(1), D = C_ / H_;
-    const at::Tensor q = at::linear(x, l.q_proj).view({B, T, H_, D}).transpose(1, 2);  // (B, H, T, D)
-    const at::Tensor k = at::linear(x, l.k_proj).view({B, T, K_, D}).transpose(1, 2);  // (B, K, T, D)
-    const at::Tensor v = at::linear(x, l.v_proj).view({B, T, K_, D}).transpose(1, 2);  // (B, K, T, D)
-    const at::Tensor y = loom_gpt::causal_attention(rope_.apply(q, layout.positions), rope_.apply(k, layout.positions),
-                                                    v, layout.mask, dropout_, training_);  // (B, H, T, D)
-    const at::Tensor merged = y.transpose(1, 2).reshape({B, T, H_ * D});  // (B, T, C)
-    return loom_gpt::maybe_dropout(at::linear(merged, l.o_proj), dropout_, training_);
-  }
-
-  // x: (B, T, C) after post_attention_layernorm -> the SwiGLU branch (B, T, C).
-  at::Tensor mlp(const Layer& l, const at::Tensor& x) const {
-    const at::Tensor h = at::silu(at::linear(x, l.gate_proj)) * at::linear(x, l.up_proj);  // (B, T, F)
-    return loom_gpt::maybe_dropout(at::linear(h, l.down_proj), dropout_, training_);              // (B, T, C)
-  }
-
-  int64_t V_, L_, H_, K_, C_, T_, F_;
-  double eps_, dropout_;
-  int64_t matmul_params_ = 0;  // the N of 6N: all but an untied input embedding
-  at::Tensor embed_;           // (V, C)
-  std::vector<Layer> layers_;  // L
-  at::Tensor norm_;            // (C)
-  at::Tensor lm_head_;         // (V, C); the same tensor as embed_ when tied
-  at::Tensor mask_;            // (T, T) float, -inf above the diagonal; a buffer
-  loom_gpt::Rope rope_;        // (T, D) cos and sin; buffers
+  Llama(const loom::Config& c, const loom::Context& ctx) : LlamaModel(spec_from_options(c, ctx), ctx) {}
 };
 
 }  // namespace
 
-namespace loom_gpt {
+void check_llama_spec(const LlamaSpec& s) {
+  const std::string& who = s.component;
+  require(s.vocab_size >= 2, who + ": vocab_size must be at least 2, got " + std::to_string(s.vocab_size));
+  require(s.n_layer >= 1, who + ": n_layer must be at least 1, got " + std::to_string(s.n_layer));
+  require(s.n_head >= 1, who + ": n_head must be at least 1, got " + std::to_string(s.n_head));
+  require(s.n_embd >= 1, who + ": n_embd must be at least 1, got " + std::to_string(s.n_embd));
+  require(s.head_dim >= 2 && s.head_dim % 2 == 0, who + ": the head dim " + std::to_string(s.head_dim) +
+                                                      " must be even for rotary embeddings; change n_embd or n_head");
+  require(s.n_kv_head >= 1 && s.n_head % s.n_kv_head == 0,
+          who + ": n_kv_head (" + std::to_string(s.n_kv_head) + ") must divide n_head (" + std::to_string(s.n_head) +
+              "); use a divisor of n_head, or 0 for n_head");
+  require(s.ffn_hidden >= 1, who + ": ffn_hidden must be positive, or 0 for the Llama rule; got " +
+                                 std::to_string(s.ffn_hidden));
+  require(s.seq_len >= 1, who + ": seq_len must be at least 1, got " + std::to_string(s.seq_len));
+  require(s.rope_theta > 0.0, who + ": rope_theta must be positive, got " + std::to_string(s.rope_theta));
+  require(s.rms_norm_eps > 0.0, who + ": rms_norm_eps must be positive, got " + std::to_string(s.rms_norm_eps));
+  require(s.dropout >= 0.0 && s.dropout < 1.0, who + ": dropout must be in [0, 1), got " + std::to_string(s.dropout));
+  require(s.init_std > 0.0, who + ": init_std must be positive, got " + std::to_string(s.init_std));
+}
+
+std::unique_ptr<loom::Model> make_llama(const LlamaSpec& spec, const loom::Context& ctx) {
+  return std::make_unique<LlamaModel>(spec, ctx);
+}
+
 const loom_component* llama_component() { return loom::component<Llama>(); }
+
 }  // namespace loom_gpt

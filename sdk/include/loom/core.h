@@ -52,7 +52,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 2
+#define LOOM_ABI_MINOR 3
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"

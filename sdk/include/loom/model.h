@@ -70,6 +70,28 @@ typedef struct loom_model_forward_args {
   loom_report_metric_fn report_metric; /* (ABI 1.2) may be NULL: a host older than 1.2 */
 } loom_model_forward_args;
 
+/* (ABI 1.3) The next-token logits of a batch, with no loss and no backward: for `host export`
+   checks, evaluation tools and tests. */
+typedef struct loom_model_logits_args {
+  size_t struct_size;
+  const loom_torch_tensor* inputs;       /* borrowed for the call; int64 [B, T] on the run device */
+  const loom_batch_field* const* fields; /* as in loom_model_forward_args; may be NULL */
+  size_t field_count;
+  loom_torch_tensor* logits;             /* out; a host-owned slot: assign float [B, T, V] */
+} loom_model_logits_args;
+
+/* (ABI 1.3) The model as a Hugging Face checkpoint, for `host export --format hf`. The model
+   sets `json` to a UTF-8 JSON object it owns (valid until destroy):
+     "config"             the object config.json holds (architectures, model_type, sizes);
+     "generation_config"  optional, the object generation_config.json holds;
+     "files_from"         optional, a folder whose tokenizer files the export copies.
+   Its parameters' names must be the architecture's Hugging Face names. Left NULL: the model
+   is not a Hugging Face architecture and is not exported as one. */
+typedef struct loom_model_hugging_face_args {
+  size_t struct_size;
+  const char* json; /* out */
+} loom_model_hugging_face_args;
+
 typedef struct loom_model_vtable {
   size_t struct_size;
   /* Required */
@@ -82,6 +104,10 @@ typedef struct loom_model_vtable {
   /* Optional (NULL or absent: not supported) */
   loom_status* (*set_training)(loom_model* model, int32_t training); /* dropout on/off */
   double (*flops_per_token)(const loom_model* model); /* forward+backward FLOPs, for MFU */
+  /* (ABI 1.3) Optional: the next-token logits, no loss (loom_model_logits_args). */
+  loom_status* (*logits)(loom_model* model, const loom_model_logits_args* args);
+  /* (ABI 1.3) Optional: the model as a Hugging Face checkpoint (loom_model_hugging_face_args). */
+  loom_status* (*hugging_face)(const loom_model* model, loom_model_hugging_face_args* args);
 } loom_model_vtable;
 
 LOOM_ABI_OFFSET(loom_param_view, flags, 3);
@@ -91,6 +117,9 @@ LOOM_ABI_OFFSET(loom_model_forward_args, report_metric, 8);
 LOOM_ABI_OFFSET(loom_batch_field, tensor, 2);
 LOOM_ABI_OFFSET(loom_model_vtable, forward, 5);
 LOOM_ABI_OFFSET(loom_model_vtable, flops_per_token, 7);
+LOOM_ABI_OFFSET(loom_model_vtable, hugging_face, 9);
+LOOM_ABI_OFFSET(loom_model_logits_args, logits, 4);
+LOOM_ABI_OFFSET(loom_model_hugging_face_args, json, 1);
 
 #ifdef __cplusplus
 }

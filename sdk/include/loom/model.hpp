@@ -85,6 +85,16 @@ class Model {
   // Forward+backward FLOPs per token, for MFU. A model that does not override it has no
   // flops_per_token callback, and its runs report no MFU.
   virtual double flops_per_token() const { return 0.0; }
+  // (ABI 1.3) The next-token logits (B, T, V) of batch.input_ids (labels undefined), no loss.
+  // A model that does not override it has no logits callback.
+  virtual at::Tensor logits(const BatchFields& batch) {
+    (void)batch;
+    throw Error("this model does not compute logits on their own");
+  }
+  // (ABI 1.3) The model as a Hugging Face checkpoint: a JSON object with "config" and
+  // optionally "generation_config" and "files_from" (loom/model.h); "" when the model is not
+  // a Hugging Face architecture. A model that does not override it has no callback.
+  virtual std::string hugging_face() const { return ""; }
 
  protected:
   // Registers a parameter (in a fixed order) and returns a handle sharing its storage. The
@@ -94,10 +104,23 @@ class Model {
     params_.push_back({std::move(name), init, flags});
     return init;
   }
+  // Takes over the parameters another model registered, in its order: for a component that
+  // wraps a model it builds (it then forwards loss_sum and the rest to it).
+  void adopt_params(Model& part) {
+    for (Param& p : part.params_) params_.push_back(p);
+    part.params_.clear();
+  }
+  // The registered parameters by name, in order (tensors share storage with the model's).
+  std::vector<std::pair<std::string, at::Tensor>> named_params() const {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const Param& p : params_) out.emplace_back(p.name, p.tensor);
+    return out;
+  }
   bool training_ = true;
 
  private:
   const loom_model_forward_args* forward_ = nullptr;  // the host's args, during a forward call
+  mutable std::string hugging_face_json_;             // what the hugging_face callback lends
   struct Param {
     std::string name;
     at::Tensor tensor;
@@ -139,10 +162,31 @@ struct ModelGlue {
     return guard([&] { detail::self<Model>(m).set_training(training != 0); });
   }
   static double flops_per_token(const loom_model* m) { return detail::self<Model>(m).flops_per_token(); }
+  static loom_status* logits(loom_model* m, const loom_model_logits_args* in) {
+    return guard([&] {
+      const loom_model_logits_args args = read_in(in);
+      BatchFields batch{tensor(args.inputs), at::Tensor(), {}};
+      for (size_t i = 0; i < args.field_count && args.fields != nullptr; ++i) {
+        const loom_batch_field f = read_in(args.fields[i]);
+        batch.others.emplace_back(f.name ? f.name : "", tensor(f.tensor));
+      }
+      tensor(args.logits) = detail::self<Model>(m).logits(batch);
+    });
+  }
+  static loom_status* hugging_face(const loom_model* m, loom_model_hugging_face_args* out) {
+    return guard([&] {
+      const Model& model = detail::self<Model>(m);
+      model.hugging_face_json_ = model.hugging_face();
+      if (LOOM_STRUCT_HAS(out, loom_model_hugging_face_args, json))
+        out->json = model.hugging_face_json_.empty() ? nullptr : model.hugging_face_json_.c_str();
+    });
+  }
 };
 
 namespace detail {
 LOOM_DETAIL_MEMBER_POINTER(flops_per_token)
+LOOM_DETAIL_MEMBER_POINTER(logits)
+LOOM_DETAIL_MEMBER_POINTER(hugging_face)
 }  // namespace detail
 
 template <class T>
@@ -159,6 +203,12 @@ const void* Model::vtable() {
       &ModelGlue<T>::set_training,  // always: the base's version keeps training_ for the model
       detail::overridden<typename detail::flops_per_token_pointer<T>::type, double (Model::*)() const>
           ? &ModelGlue<T>::flops_per_token
+          : nullptr,
+      detail::overridden<typename detail::logits_pointer<T>::type, at::Tensor (Model::*)(const BatchFields&)>
+          ? &ModelGlue<T>::logits
+          : nullptr,
+      detail::overridden<typename detail::hugging_face_pointer<T>::type, std::string (Model::*)() const>
+          ? &ModelGlue<T>::hugging_face
           : nullptr};
   return &vt;
 }

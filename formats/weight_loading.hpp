@@ -1,0 +1,72 @@
+// weight_loading.hpp: copies named tensors from a source (a Hugging Face folder, a Loom
+// checkpoint) into a model's named parameters, the one way both `hf_causal_lm`'s `from` and
+// the host's `[model] init_from` load weights. Strict loading refuses any mismatch; either way
+// the report lists what was missing, unexpected or of the wrong shape or dtype.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hf_folder.hpp"
+
+namespace loom::formats {
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual std::string where() const = 0;                // for messages: the folder or checkpoint
+  virtual std::vector<std::string> names() const = 0;   // every tensor the source holds
+  virtual bool has(const std::string& name) const = 0;
+  // The tensor as stored (any dtype, on the CPU); may borrow the source's memory, so it is
+  // copied before done(name) is called.
+  virtual at::Tensor view(const std::string& name) const = 0;
+  virtual void done(const std::string&) const {}        // its bytes are no longer needed
+};
+
+// A Hugging Face folder's safetensors weights, read through the memory map: a tensor's pages
+// leave the resident set once it is copied (peak memory stays near the model's own size).
+class HfWeightSource final : public WeightSource {
+ public:
+  explicit HfWeightSource(const std::string& dir) : weights_(dir) {}
+  std::string where() const override { return weights_.dir(); }
+  std::vector<std::string> names() const override { return weights_.names(); }
+  bool has(const std::string& name) const override { return weights_.find(name) != nullptr; }
+  at::Tensor view(const std::string& name) const override;
+  void done(const std::string& name) const override;
+  const HfWeights& weights() const { return weights_; }
+
+ private:
+  HfWeights weights_;
+};
+
+struct LoadRules {
+  bool strict = true;
+  // Tried in order when a parameter's own name is absent: the name with this prefix removed
+  // (GPT-2 checkpoints on the Hub store "h.0..." for the model's "transformer.h.0...").
+  std::vector<std::string> optional_prefixes;
+  // Source tensors that are not parameters and never count as unexpected (name suffixes):
+  // GPT-2's attention mask buffers, an output layer stored beside tied embeddings.
+  std::vector<std::string> ignored_suffixes;
+};
+
+struct LoadReport {
+  size_t loaded = 0;
+  std::vector<std::string> missing;     // parameters the source lacks
+  std::vector<std::string> unexpected;  // source tensors no parameter takes
+  std::vector<std::string> mismatched;  // "name: file (2, 3) F16, model (3, 2) float"
+  bool clean() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
+  // One line: "2 missing (a, b), 1 unexpected (c)", at most `show` names per list.
+  std::string summary(size_t show = 4) const;
+};
+
+// Copies every parameter it can (values converted to the parameter's dtype and device).
+// Strict: throws a FormatError (Kind::invalid) with the report's summary when anything
+// mismatches, before any parameter is changed. Not strict: loads what matches and returns the
+// report, which the caller logs.
+LoadReport load_weights(const WeightSource& source, const std::vector<std::pair<std::string, at::Tensor>>& params,
+                        const LoadRules& rules);
+
+}  // namespace loom::formats

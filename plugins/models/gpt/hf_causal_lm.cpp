@@ -1,0 +1,117 @@
+// hf_causal_lm.cpp: the `hf_causal_lm` component, a pretrained Hugging Face causal language
+// model: `from` names a folder with config.json and safetensors weights (one file or shards
+// with an index). config.json picks the architecture (hf_config.cpp); the weights are read
+// through the memory map into the run's fp32 parameters (formats/weight_loading.hpp). The
+// model exports itself back as the same architecture (`host export --format hf`).
+#include <loom/model.hpp>
+
+#include <algorithm>
+
+#include "common.hpp"
+#include "components.hpp"
+#include "format_error.hpp"
+#include "hf_config.hpp"
+#include "weight_loading.hpp"
+
+namespace loom_gpt {
+namespace {
+
+constexpr int64_t kDefaultSeqLen = 2048;
+
+class HfCausalLm final : public loom::Model {
+ public:
+  static constexpr const char* name = "hf_causal_lm";
+  static constexpr const char* summary =
+      "A pretrained Hugging Face causal LM from a folder (config.json + safetensors): LlamaForCausalLM, "
+      "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM.";
+  static constexpr loom_option_spec options[] = {
+      loom::option("from", LOOM_OPTION_TYPE_STRING, nullptr,
+                   "Hugging Face model folder: config.json and model.safetensors (or shards with "
+                   "model.safetensors.index.json)."),
+      loom::option("strict", LOOM_OPTION_TYPE_BOOL, "true",
+                   "Refuse weights with missing, unexpected or mis-shaped tensors. false: load what matches, "
+                   "initialise the rest randomly, and log what did not match."),
+      loom::option("seq_len", LOOM_OPTION_TYPE_INT, "0",
+                   "Longest training input, at most the model's max_position_embeddings. 0: that limit, capped "
+                   "at 2048."),
+      loom::option("dropout", LOOM_OPTION_TYPE_FLOAT, "0.0",
+                   "Dropout on attention weights and residual branches during training (config.json's "
+                   "attention_dropout is not used)."),
+  };
+
+  HfCausalLm(const loom::Config& c, const loom::Context& ctx) : dir_(c.str("from")) {
+    require(!dir_.empty(), "hf_causal_lm: option from is empty; name a Hugging Face model folder");
+    hf_ = read_hf_config(dir_);
+    const std::string config_path = loom::formats::join(dir_, loom::formats::kHfConfig);
+    int64_t seq_len = c.i64("seq_len");
+    if (seq_len == 0) seq_len = std::min(hf_.max_positions, kDefaultSeqLen);
+    require(seq_len >= 1 && seq_len <= hf_.max_positions,
+            "hf_causal_lm: seq_len " + std::to_string(seq_len) + " must be in [1, " +
+                std::to_string(hf_.max_positions) + "], the model's max_position_embeddings in " + config_path);
+    require(hf_.architecture != HfArchitecture::gpt2,
+            "hf_causal_lm: " + config_path + " is a GPT2LMHeadModel, which hf_causal_lm does not load yet; "
+            "use a Llama, Mistral, Qwen2 or Qwen3 folder");
+    const bool strict = c.flag("strict");
+    LlamaSpec spec = llama_spec_from_hf(hf_, config_path, seq_len);
+    spec.dropout = c.f64("dropout");
+    spec.seed = ctx.seed;
+    spec.random_init = !strict;  // strict: every parameter is loaded, or creation fails
+    inner_ = make_llama(spec, ctx);
+    adopt_params(*inner_);
+    load(strict, spec.tie_embeddings);
+  }
+
+  at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
+    return inner_->loss_sum(inputs, targets);
+  }
+  at::Tensor loss_sum(const loom::BatchFields& batch) override { return inner_->loss_sum(batch); }
+  at::Tensor logits(const loom::BatchFields& batch) override { return inner_->logits(batch); }
+  void set_training(bool training) override { inner_->set_training(training); }
+  double flops_per_token() const override { return inner_->flops_per_token(); }
+
+  // The source folder's own config.json (every field it had), its generation config and
+  // tokenizer files.
+  std::string hugging_face() const override {
+    nlohmann::json out = {{"config", hf_.config}, {"files_from", dir_}};
+    const std::string generation = loom::formats::join(dir_, loom::formats::kHfGenerationConfig);
+    if (loom::formats::is_regular_file(generation)) {
+      try {
+        out["generation_config"] = loom::formats::read_json_object(generation);
+      } catch (const loom::formats::FormatError& e) {
+        loom::log(LOOM_LOG_LEVEL_WARN, "hf_causal_lm", std::string(e.what()) + "; exporting without it");
+      }
+    }
+    return out.dump();
+  }
+
+ private:
+  void load(bool strict, bool tied) {
+    loom::formats::LoadRules rules;
+    rules.strict = strict;
+    // Buffers some checkpoints carry beside the parameters: rotary tables, a tied output layer.
+    rules.ignored_suffixes = {".rotary_emb.inv_freq"};
+    if (tied) rules.ignored_suffixes.push_back("lm_head.weight");
+    try {
+      const loom::formats::HfWeightSource source(dir_);
+      const loom::formats::LoadReport report = loom::formats::load_weights(source, named_params(), rules);
+      if (!report.clean())
+        loom::log(LOOM_LOG_LEVEL_WARN, "hf_causal_lm",
+                  "strict = false: loaded " + std::to_string(report.loaded) + " tensors from " + dir_ + "; " +
+                      report.summary() + " (the rest keep their random initialisation)");
+    } catch (const loom::formats::FormatError& e) {
+      throw loom::Error(std::string("hf_causal_lm: ") + e.what(), e.kind() == loom::formats::FormatError::Kind::io
+                                                                      ? LOOM_STATUS_CODE_INTERNAL
+                                                                      : LOOM_STATUS_CODE_INVALID_ARGUMENT);
+    }
+  }
+
+  std::string dir_;
+  HfModelConfig hf_;
+  std::unique_ptr<loom::Model> inner_;
+};
+
+}  // namespace
+
+const loom_component* hf_causal_lm_component() { return loom::component<HfCausalLm>(); }
+
+}  // namespace loom_gpt

@@ -1,0 +1,219 @@
+#include "hf_config.hpp"
+
+#include <loom/plugin.hpp>
+
+#include <cmath>
+
+#include "format_error.hpp"
+#include "hf_folder.hpp"
+
+namespace loom_gpt {
+namespace {
+
+struct Known {
+  const char* name;
+  HfArchitecture architecture;
+  const char* model_type;
+};
+constexpr Known kArchitectures[] = {
+    {"LlamaForCausalLM", HfArchitecture::llama, "llama"},
+    {"MistralForCausalLM", HfArchitecture::mistral, "mistral"},
+    {"Qwen2ForCausalLM", HfArchitecture::qwen2, "qwen2"},
+    {"Qwen3ForCausalLM", HfArchitecture::qwen3, "qwen3"},
+    {"GPT2LMHeadModel", HfArchitecture::gpt2, "gpt2"},
+};
+
+std::string supported_list() {
+  std::string out;
+  for (const Known& k : kArchitectures) out += std::string(out.empty() ? "" : ", ") + k.name;
+  return out;
+}
+
+// Typed access to config.json keys; every failure names the file and the key.
+class Keys {
+ public:
+  Keys(const nlohmann::json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw loom::Error("hf_causal_lm: " + path_ + ": \"" + key + "\" " + what, LOOM_STATUS_CODE_INVALID_ARGUMENT);
+  }
+  bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  const nlohmann::json& at(const std::string& key) const { return j_.at(key); }
+
+  int64_t positive(const std::string& key) const {
+    if (!has(key)) fail(key, "is missing; config.json must give it");
+    return positive_value(key);
+  }
+  int64_t positive(const std::string& key, int64_t otherwise) const { return has(key) ? positive_value(key) : otherwise; }
+  double number(const std::string& key, double otherwise) const {
+    if (!has(key)) return otherwise;
+    if (!j_.at(key).is_number()) fail(key, "must be a number");
+    const double v = j_.at(key).get<double>();
+    if (!std::isfinite(v)) fail(key, "must be finite");
+    return v;
+  }
+  bool flag(const std::string& key, bool otherwise) const {
+    if (!has(key)) return otherwise;
+    if (!j_.at(key).is_boolean()) fail(key, "must be true or false");
+    return j_.at(key).get<bool>();
+  }
+  std::string text(const std::string& key, const std::string& otherwise) const {
+    if (!has(key)) return otherwise;
+    if (!j_.at(key).is_string()) fail(key, "must be a string");
+    return j_.at(key).get<std::string>();
+  }
+
+ private:
+  int64_t positive_value(const std::string& key) const {
+    const nlohmann::json& v = j_.at(key);
+    // A limit well above any real model, so products of sizes cannot overflow.
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > (int64_t(1) << 31))
+      fail(key, "must be a positive integer (at most 2^31), got " + v.dump());
+    return v.get<int64_t>();
+  }
+  const nlohmann::json& j_;
+  std::string path_;
+};
+
+RopeScaling rope_scaling_from(const Keys& keys, int64_t max_positions) {
+  RopeScaling out;
+  if (!keys.has("rope_scaling")) return out;
+  const nlohmann::json& r = keys.at("rope_scaling");
+  if (!r.is_object()) keys.fail("rope_scaling", "must be an object or null");
+  const Keys scaling(r, "rope_scaling");
+  // Newer configs spell the kind rope_type, older ones type.
+  const std::string type = scaling.text("rope_type", scaling.text("type", "default"));
+  if (type == "default") return out;
+  if (type != "linear" && type != "llama3")
+    keys.fail("rope_scaling", "has type \"" + type +
+                                  "\", which Loom does not implement (it implements linear and llama3); "
+                                  "refusing rather than computing different positions");
+  out.factor = scaling.number("factor", 1.0);
+  if (!(out.factor >= 1.0)) keys.fail("rope_scaling", "factor must be at least 1");
+  if (type == "linear") {
+    out.type = RopeScaling::Type::linear;
+    return out;
+  }
+  out.type = RopeScaling::Type::llama3;
+  out.low_freq_factor = scaling.number("low_freq_factor", 1.0);
+  out.high_freq_factor = scaling.number("high_freq_factor", 4.0);
+  out.original_max_positions = double(scaling.has("original_max_position_embeddings")
+                                          ? scaling.positive("original_max_position_embeddings")
+                                          : max_positions);
+  if (!(out.high_freq_factor > out.low_freq_factor) || !(out.low_freq_factor > 0.0))
+    keys.fail("rope_scaling", "needs 0 < low_freq_factor < high_freq_factor");
+  return out;
+}
+
+}  // namespace
+
+HfModelConfig read_hf_config(const std::string& dir) {
+  const std::string path = loom::formats::join(dir, loom::formats::kHfConfig);
+  HfModelConfig out;
+  try {
+    out.config = loom::formats::read_json_object(path);
+  } catch (const loom::formats::FormatError& e) {
+    throw loom::Error(std::string("hf_causal_lm: ") + e.what() + "; `from` must name a Hugging Face model folder",
+                      LOOM_STATUS_CODE_INVALID_ARGUMENT);
+  }
+  const Keys keys(out.config, path);
+  if (!keys.has("architectures") || !keys.at("architectures").is_array() || keys.at("architectures").empty() ||
+      !keys.at("architectures")[0].is_string())
+    keys.fail("architectures", "must be a list naming the model class, such as [\"LlamaForCausalLM\"]");
+  out.architecture_name = keys.at("architectures")[0].get<std::string>();
+  const Known* known = nullptr;
+  for (const Known& k : kArchitectures)
+    if (out.architecture_name == k.name) known = &k;
+  if (known == nullptr)
+    keys.fail("architectures", "names " + out.architecture_name + ", which hf_causal_lm does not build; it builds " +
+                                   supported_list());
+  out.architecture = known->architecture;
+  const std::string model_type = keys.text("model_type", known->model_type);
+  if (model_type != known->model_type)
+    keys.fail("model_type", "is \"" + model_type + "\" but " + known->name + " has model_type \"" +
+                                known->model_type + "\"");
+  out.max_positions = known->architecture == HfArchitecture::gpt2 ? keys.positive("n_positions", 1024)
+                                                                   : keys.positive("max_position_embeddings", 2048);
+  return out;
+}
+
+LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, int64_t seq_len) {
+  const Keys keys(hf.config, path);
+  const HfArchitecture arch = hf.architecture;
+  LlamaSpec s;
+  s.component = "hf_causal_lm";
+  s.vocab_size = keys.positive("vocab_size");
+  s.n_embd = keys.positive("hidden_size");
+  s.n_layer = keys.positive("num_hidden_layers");
+  s.n_head = keys.positive("num_attention_heads");
+  s.n_kv_head = keys.positive("num_key_value_heads", s.n_head);
+  s.ffn_hidden = keys.positive("intermediate_size");
+  // Qwen3 gives head_dim apart from hidden_size / heads; the others may give it too.
+  if (keys.has("head_dim")) {
+    s.head_dim = keys.positive("head_dim");
+  } else {
+    if (s.n_embd % s.n_head != 0)
+      keys.fail("hidden_size", "must be a multiple of num_attention_heads when head_dim is not given");
+    s.head_dim = s.n_embd / s.n_head;
+  }
+  if (s.n_head % s.n_kv_head != 0) keys.fail("num_key_value_heads", "must divide num_attention_heads");
+  s.seq_len = seq_len;
+  s.rope_theta = keys.number("rope_theta", 10000.0);
+  s.rms_norm_eps = keys.number("rms_norm_eps", 1e-6);
+  s.rope_scaling = rope_scaling_from(keys, hf.max_positions);
+  s.tie_embeddings = keys.flag("tie_word_embeddings", false);
+  s.init_std = keys.number("initializer_range", 0.02);
+  const std::string act = keys.text("hidden_act", "silu");
+  if (act != "silu") keys.fail("hidden_act", "is \"" + act + "\"; the Llama family here computes silu (SwiGLU)");
+  if (keys.flag("mlp_bias", false)) keys.fail("mlp_bias", "is true; Loom's Llama MLP has no biases");
+  if (arch == HfArchitecture::qwen2) {
+    s.qkv_bias = true;  // Qwen2 always has q/k/v biases and never an o_proj bias
+  } else {
+    s.qkv_bias = s.o_bias = keys.flag("attention_bias", false);
+  }
+  s.qk_norm = arch == HfArchitecture::qwen3;
+  // A sliding window shorter than the sequences changes which positions attend; none here does.
+  const bool windowed = arch == HfArchitecture::mistral || keys.flag("use_sliding_window", false);
+  if (windowed && keys.has("sliding_window")) {
+    const int64_t window = keys.positive("sliding_window");
+    if (window < seq_len)
+      keys.fail("sliding_window", "is " + std::to_string(window) + ", shorter than seq_len " +
+                                      std::to_string(seq_len) +
+                                      "; Loom has no sliding-window attention: set the model's seq_len to at most " +
+                                      std::to_string(window));
+  }
+  return s;
+}
+
+nlohmann::json llama_hf_config(const LlamaSpec& s) {
+  nlohmann::json rope_scaling = nullptr;
+  if (s.rope_scaling.type == RopeScaling::Type::linear)
+    rope_scaling = {{"rope_type", "linear"}, {"factor", s.rope_scaling.factor}};
+  if (s.rope_scaling.type == RopeScaling::Type::llama3)
+    rope_scaling = {{"rope_type", "llama3"},
+                    {"factor", s.rope_scaling.factor},
+                    {"low_freq_factor", s.rope_scaling.low_freq_factor},
+                    {"high_freq_factor", s.rope_scaling.high_freq_factor},
+                    {"original_max_position_embeddings", int64_t(s.rope_scaling.original_max_positions)}};
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"vocab_size", s.vocab_size},
+          {"hidden_size", s.n_embd},
+          {"intermediate_size", s.ffn_hidden},
+          {"num_hidden_layers", s.n_layer},
+          {"num_attention_heads", s.n_head},
+          {"num_key_value_heads", s.n_kv_head},
+          {"head_dim", s.head_dim},
+          {"max_position_embeddings", s.seq_len},
+          {"rms_norm_eps", s.rms_norm_eps},
+          {"rope_theta", s.rope_theta},
+          {"rope_scaling", rope_scaling},
+          {"attention_bias", s.qkv_bias},
+          {"attention_dropout", s.dropout},
+          {"mlp_bias", false},
+          {"hidden_act", "silu"},
+          {"initializer_range", s.init_std},
+          {"tie_word_embeddings", s.tie_embeddings}};
+}
+
+}  // namespace loom_gpt
