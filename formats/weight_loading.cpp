@@ -105,7 +105,7 @@ LoadReport load_weights(const WeightSource& source, const std::vector<std::pair<
   }
   if (rules.strict && !report.clean())
     invalid("the weights in '" + source.where() + "' do not fit the model: " + report.summary() +
-            "; fix the folder, or set strict = false to load what matches");
+            "; fix the folder, or set " + rules.strict_key + " = false to load what matches");
   at::NoGradGuard no_grad;
   for (const auto& [param, name] : plan) {
     param->copy_(source.view(name));  // converts dtype and device

@@ -44,6 +44,7 @@ class HfWeightSource final : public WeightSource {
 
 struct LoadRules {
   bool strict = true;
+  std::string strict_key = "strict";  // the option that turns strictness off, for the message
   // Tried in order when a parameter's own name is absent: the name with this prefix removed
   // (GPT-2 checkpoints on the Hub store "h.0..." for the model's "transformer.h.0...").
   std::vector<std::string> optional_prefixes;

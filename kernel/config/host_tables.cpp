@@ -112,6 +112,22 @@ const HostTable<TrackerSettings>& tracker_table() {
   return table;
 }
 
+const HostTable<ModelInitSettings>& model_table() {
+  using S = ModelInitSettings;
+  static const HostTable<S> table{
+      "model", "[model]", "The model (`use` plus its options), and:",
+      {option("init_from", &S::init_from,
+              "Start from these weights: a Hugging Face folder (config.json + safetensors) or a Loom checkpoint "
+              "(a step-N folder). Weights only, for a new stage such as instruction tuning after pretraining: "
+              "optimizer, schedule, RNG and data start fresh. Empty: the model's own initialisation.",
+              {}),
+       option("init_strict", &S::init_strict,
+              "With init_from: refuse weights with missing, unexpected or mis-shaped tensors. false: load what "
+              "matches and log the rest.",
+              {})}};
+  return table;
+}
+
 const HostTable<EvalSettings>& eval_data_table() {
   static const HostTable<EvalSettings> table{
       "eval_data", "[eval_data]", "A dataset for evaluation (`use` plus its options), and:",
@@ -139,6 +155,7 @@ std::vector<HostTableDoc> host_table_docs() {
   add(run_table());
   add(checkpoint_table());
   add(tracker_table());
+  add(model_table());
   add(eval_data_table());
   add(distributed_table());
   return out;

@@ -19,6 +19,7 @@ const HostTable<RunSettings>& run_table();
 const HostTable<CheckpointSettings>& checkpoint_table();
 const HostTable<TrackerSettings>& tracker_table();
 const HostTable<EvalSettings>& eval_data_table();
+const HostTable<ModelInitSettings>& model_table();
 const HostTable<DistributedSettings>& distributed_table();
 
 // Every host table, in README order: what `host describe` lists.

@@ -28,7 +28,8 @@ SlotDef with_host_options(SlotDef def, const HostTable<Settings>& table,
 
 std::vector<SlotDef> make_slots() {
   return {
-      {"model", LOOM_KIND_MODEL, nullptr, nullptr, &RunPlan::model},
+      with_host_options<ModelInitSettings>({"model", LOOM_KIND_MODEL, nullptr, nullptr, &RunPlan::model}, model_table(),
+                                           [](RunPlan& plan, SlotConfig&, const auto& s) { plan.model_init = s; }),
       {"data", LOOM_KIND_DATASET, nullptr, nullptr, &RunPlan::data},
       {"optimizer", LOOM_KIND_OPTIMIZER, nullptr, nullptr, &RunPlan::optimizer},
       {"schedule", LOOM_KIND_SCHEDULE, "constant", nullptr, &RunPlan::schedule},

@@ -24,7 +24,13 @@ void flatten(const toml::node& node, const std::string& prefix, std::map<std::st
   }
 }
 
+// Keys under a breaking prefix that still do not break a resume: init_from only seeds a new
+// run's weights, and a resumed run takes them from its checkpoint.
+const std::vector<std::string> kHarmlessKeys = {"model.init_from", "model.init_strict"};
+
 bool breaking(const std::string& key) {
+  for (const auto& k : kHarmlessKeys)
+    if (key == k) return false;
   for (const auto& p : kBreakingPrefixes)
     if (key.rfind(p, 0) == 0) return true;
   return false;

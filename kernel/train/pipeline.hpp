@@ -11,6 +11,7 @@
 #include "abi/checkpoint_backend.hpp"
 #include "abi/compute_components.hpp"
 #include "train/flat_params.hpp"
+#include "train/init_weights.hpp"
 #include "train/run_plan.hpp"
 #include "abi/observer_components.hpp"
 
@@ -53,7 +54,8 @@ struct Pipeline {
       : data(c.data, context),
         steps(total_steps(c, data)),
         model(c.model, with_total_steps(context, steps)),
-        flat(model.params()),
+        // init_from fills the parameters before the flat buffers take them over
+        flat((init_model_weights(model, c.model_init, c.registry), model.params())),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),
         schedule(c.schedule, with_total_steps(context, steps)) {
     const RunContext run = with_total_steps(context, steps);

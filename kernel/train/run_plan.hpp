@@ -41,6 +41,12 @@ struct DistributedSettings {
   double timeout_s = 300;        // a rank that does not answer within this fails the run
 };
 
+// [model]'s host-side options (the model's own options go to its slot).
+struct ModelInitSettings {
+  std::string init_from;    // a Hugging Face folder or a Loom checkpoint; empty: the model's own init
+  bool init_strict = true;  // refuse weights that do not fit every parameter
+};
+
 // [eval_data]'s host-side option (the dataset's own options go to its slot).
 struct EvalSettings {
   int64_t max_batches = 50;
@@ -51,6 +57,7 @@ struct RunPlan {
   DistributedSettings distributed;
   CheckpointSettings checkpoint;
   EvalSettings eval;
+  ModelInitSettings model_init;
   SlotConfig model, data, optimizer, schedule;
   SlotConfig checkpoint_backend;        // component null without [checkpoint]
   SlotConfig eval_data;                 // component null without [eval_data]; read when a hook

@@ -1,0 +1,17 @@
+// init_weights.hpp: `[model] init_from`: a new run's model starts from weights saved
+// elsewhere, a Hugging Face folder or a Loom checkpoint, by parameter name. Weights only: the
+// optimizer, schedule, RNG and data start fresh, so it is the start of a new stage, not a resume.
+#pragma once
+
+#include "abi/compute_components.hpp"
+#include "abi/registry.hpp"
+#include "train/run_plan.hpp"
+
+namespace loom {
+
+// Does nothing when settings.init_from is empty. Throws a usage Failure (exit 2) naming the
+// folder when it is neither kind of source or its weights do not fit (strict), listing the
+// first missing, unexpected and mismatched tensors with their counts.
+void init_model_weights(ModelInstance& model, const ModelInitSettings& settings, const Registry* registry);
+
+}  // namespace loom
