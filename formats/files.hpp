@@ -40,6 +40,8 @@ std::string read_text_file(const std::string& path, uint64_t max_bytes);
 // True when the path names an existing regular file (following symbolic links, as the Hugging
 // Face cache's snapshot folders need).
 bool is_regular_file(const std::string& path);
+// True when something (of any type) is at path; readers then refuse what is not a regular file.
+bool path_exists(const std::string& path);
 
 // A file name that cannot leave its folder: not empty, no '/', no NUL, not "." or "..".
 bool plain_name(const std::string& name);

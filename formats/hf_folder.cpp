@@ -22,13 +22,13 @@ nlohmann::json read_json_object(const std::string& path) {
 }
 
 bool has_hf_weights(const std::string& dir) {
-  return is_regular_file(join(dir, kHfWeights)) || is_regular_file(join(dir, kHfIndex));
+  return path_exists(join(dir, kHfWeights)) || path_exists(join(dir, kHfIndex));
 }
 
 HfWeights::HfWeights(const std::string& dir) : dir_(dir) {
-  if (is_regular_file(join(dir, kHfWeights))) {
+  if (path_exists(join(dir, kHfWeights))) {
     add_file(kHfWeights, nullptr);
-  } else if (is_regular_file(join(dir, kHfIndex))) {
+  } else if (path_exists(join(dir, kHfIndex))) {
     const std::string index_path = join(dir, kHfIndex);
     const nlohmann::json index = read_json_object(index_path);
     const auto map = index.find("weight_map");
@@ -48,7 +48,7 @@ HfWeights::HfWeights(const std::string& dir) : dir_(dir) {
       expected[name].push_back(tensor);
     }
     for (const std::string& shard : shards) {
-      if (!is_regular_file(join(dir, shard)))
+      if (!path_exists(join(dir, shard)))
         throw FormatError(FormatError::Kind::not_found,
                           "'" + index_path + "' names the shard '" + shard + "', which is not a file in '" + dir +
                               "'; download the missing shard or fix the index");
