@@ -136,6 +136,22 @@ const HostTable<EvalSettings>& eval_data_table() {
   return table;
 }
 
+const HostTable<ExportSettings>& export_table() {
+  using S = ExportSettings;
+  static const HostTable<S> table{
+      "export", "[export]",
+      "Hugging Face folders of the model written during training, as `host export` writes them (the model must "
+      "be a Hugging Face architecture). Each appears whole at DIR/step-N.",
+      {option("every", &S::every, "Steps between exports; 0: only at the end.", {at_least<int64_t>(0)}),
+       option("keep", &S::keep, "Newest export folders kept; older ones are deleted. 0: keep all.",
+              {at_least<int64_t>(0)}),
+       option("at_end", &S::at_end, "Also export after the last step.", {}),
+       option("dir", &S::dir, "Folder of the exports, relative to the run folder unless absolute.", {}),
+       option("dtype", &S::dtype, "Dtype of the exported weights.", {one_of({"bf16", "fp16", "fp32"})}),
+       option("max_shard_size", &S::max_shard_size, "Largest weights file, such as 5GB or 500MB.", {})}};
+  return table;
+}
+
 const HostTable<DistributedSettings>& distributed_table() {
   using S = DistributedSettings;
   static const HostTable<S> table{
@@ -157,6 +173,7 @@ std::vector<HostTableDoc> host_table_docs() {
   add(tracker_table());
   add(model_table());
   add(eval_data_table());
+  add(export_table());
   add(distributed_table());
   return out;
 }

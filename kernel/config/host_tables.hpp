@@ -21,6 +21,7 @@ const HostTable<TrackerSettings>& tracker_table();
 const HostTable<EvalSettings>& eval_data_table();
 const HostTable<ModelInitSettings>& model_table();
 const HostTable<DistributedSettings>& distributed_table();
+const HostTable<ExportSettings>& export_table();
 
 // Every host table, in README order: what `host describe` lists.
 std::vector<HostTableDoc> host_table_docs();

@@ -168,6 +168,7 @@ const std::vector<SlotDef>& manifest_slots() {
 std::vector<std::string> manifest_tables() {
   std::vector<std::string> out = {"extends", run_table().name, "plugins"};
   for (const SlotDef& def : manifest_slots()) out.push_back(def.key);
+  out.push_back(export_table().name);
   out.push_back(distributed_table().name);
   return out;
 }
@@ -225,6 +226,8 @@ RunPlan resolve_plan(const Manifest& manifest, const Registry& registry) {
     else resolve_array_slot(plan, def, manifest, registry, resolved);
   }
   resolve_host_table(manifest.root, distributed_table(), /*always=*/false, plan.distributed, resolved);
+  resolve_host_table(manifest.root, export_table(), /*always=*/false, plan.hf_export, resolved);
+  plan.hf_export.enabled = manifest.root.get(export_table().name) != nullptr;
   plan.resolved_manifest = to_toml_text(resolved);
   plan.manifest_changes = [current = plan.resolved_manifest](const std::string& saved, const std::string& checkpoint) {
     return check_resume_manifest(saved, current, checkpoint);

@@ -41,6 +41,17 @@ struct DistributedSettings {
   double timeout_s = 300;        // a rank that does not answer within this fails the run
 };
 
+// [export]: Hugging Face folders written during training (XTuner's hf_interval).
+struct ExportSettings {
+  bool enabled = false;                // the manifest has an [export] table
+  int64_t every = 0;                   // steps between exports; 0: only at_end
+  int64_t keep = 0;                    // newest folders kept; 0: all
+  bool at_end = true;                  // export after the last step
+  std::string dir = "hf";              // under the run folder, unless absolute
+  std::string dtype = "bf16";          // bf16, fp16 or fp32
+  std::string max_shard_size = "5GB";  // largest weights file
+};
+
 // [model]'s host-side options (the model's own options go to its slot).
 struct ModelInitSettings {
   std::string init_from;    // a Hugging Face folder or a Loom checkpoint; empty: the model's own init
@@ -58,6 +69,7 @@ struct RunPlan {
   CheckpointSettings checkpoint;
   EvalSettings eval;
   ModelInitSettings model_init;
+  ExportSettings hf_export;
   SlotConfig model, data, optimizer, schedule;
   SlotConfig checkpoint_backend;        // component null without [checkpoint]
   SlotConfig eval_data;                 // component null without [eval_data]; read when a hook

@@ -1,5 +1,6 @@
 // trainer.cpp: the training loop of docs/design.md "One training step". run() reads top to
 // bottom; each phase is one method below it, in the order a step runs them.
+#include "train/periodic_export.hpp"
 #include "train/trainer.hpp"
 
 #include <ATen/ATen.h>
@@ -51,6 +52,8 @@ class Trainer {
     events_ = std::make_unique<EventBus>(p_->hooks);
     evaluator_ = build_evaluator(plan, *p_, device_, comm_.get());
     checkpoints_ = build_checkpoints(plan, *p_, run_dir);
+    if (plan.hf_export.enabled && env.rank == 0)
+      exporter_ = std::make_unique<PeriodicExport>(plan.hf_export, run_dir, p_->model);
     spdlog::info("model {}: {} parameters; data {}; optimizer {}; schedule {}", p_->model.component().name,
                  p_->flat.numel(), p_->data.component().name, p_->optimizer.component().name,
                  p_->schedule.component().name);
@@ -86,6 +89,7 @@ class Trainer {
       if (settings_.epochs > 0 && !stop) finish_last_epoch(prefetch);
       if (checkpoints_ && plan_.checkpoint.at_end && last_saved_step_ != progress_.step) save();
       if (checkpoints_) checkpoints_->wait();
+      if (exporter_) exporter_->at_end(progress_.step);
       fire(LOOM_EVENT_TRAIN_END);
     } catch (const Failure& f) {
       events_->fire_exception(state_view(), f.what());
@@ -255,6 +259,7 @@ class Trainer {
     else if (!eval_metrics_.empty()) log_to_trackers(eval_metrics_);
     eval_metrics_.clear();
     if (checkpoints_ && (checkpoints_->due(step) || requests.request_save || signalled || epoch_save)) save();
+    if (exporter_) exporter_->after_step(step);
     if (signalled) spdlog::info("stopping after step {} on signal {}", step, SignalWatch::requested());
     return stop;
   }
@@ -384,6 +389,7 @@ class Trainer {
   std::unique_ptr<EventBus> events_;
   std::unique_ptr<Evaluator> evaluator_;            // null without [eval_data]
   std::unique_ptr<CheckpointManager> checkpoints_;  // after p_: joins its writer before the backend dies
+  std::unique_ptr<PeriodicExport> exporter_;        // null without [export], and on ranks other than 0
   MfuBaseline mfu_;
   std::string data_source_;    // "[data] NAME": named when the model refuses a batch's fields
   Progress progress_;

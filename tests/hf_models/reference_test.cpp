@@ -1,0 +1,165 @@
+// reference_test.cpp: hf_causal_lm against an implementation nobody here wrote into Loom:
+// hf_reference.py (Python torch, float64, written from the architectures' published
+// definitions) writes tiny random Hugging Face folders with its own safetensors writer and
+// computes their logits and a few SGD steps. Loom must read each folder and agree to 1e-5
+// relative; its exports must read back byte for byte and give the reference the same logits.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint/hf_export.hpp"
+#include "hf_folder.hpp"
+#include "model_harness.hpp"
+#include "run_host.hpp"
+
+namespace fs = std::filesystem;
+using namespace loom_test;
+
+namespace {
+
+constexpr int64_t kVocab = 64, kB = 2, kT = 12;
+constexpr double kTolerance = 1e-5;
+
+const std::string kReference =
+    std::string(LOOM_PYTHON_TORCH) + " " + std::string(LOOM_SOURCE_DIR) + "/tests/hf_models/hf_reference.py";
+
+void reference(const std::string& args) {
+  const Result r = run_shell(kReference + " " + args);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+}
+
+nlohmann::json reference_json(const std::string& args, const fs::path& out) {
+  reference(args + " --out " + out.string());
+  return nlohmann::json::parse(read_file(out));
+}
+
+// "1,2,3;4,5,6" for the reference's --ids.
+std::string ids_text(const at::Tensor& ids) {
+  std::string out;
+  for (int64_t b = 0; b < ids.size(0); ++b) {
+    if (b) out += ";";
+    for (int64_t t = 0; t < ids.size(1); ++t) out += (t ? "," : "") + std::to_string(ids[b][t].item<int64_t>());
+  }
+  return "\"" + out + "\"";
+}
+
+at::Tensor as_tensor(const nlohmann::json& nested) {  // [B][T][V] -> double tensor
+  std::vector<double> flat;
+  for (const auto& row : nested)
+    for (const auto& pos : row)
+      for (const auto& v : pos) flat.push_back(v.get<double>());
+  return at::tensor(flat, at::kDouble).view({int64_t(nested.size()), int64_t(nested[0].size()), -1});
+}
+
+// max |loom - ref| / max |ref|
+double relative_error(const at::Tensor& loom, const at::Tensor& ref) {
+  return (loom.to(at::kDouble) - ref).abs().max().item<double>() / ref.abs().max().item<double>();
+}
+
+std::unique_ptr<loom::ModelInstance> import(const fs::path& dir) {
+  return make_model("hf_causal_lm", toml::table{{"from", dir.string()}, {"seq_len", 16}});
+}
+
+at::Tensor loom_logits(loom::ModelInstance& model, const at::Tensor& ids) {
+  at::NoGradGuard no_grad;
+  model.set_training(false);
+  return model.logits(ids);
+}
+
+const char* kArchitectures[] = {"llama", "llama3", "llama_linear", "mistral", "qwen2", "qwen3"};
+
+}  // namespace
+
+TEST_CASE("every architecture's logits match the reference to 1e-5 relative") {
+  const fs::path root = tmp_dir("hf_reference");
+  const at::Tensor ids = tokens(kB, kT, kVocab, 11);
+  for (const char* arch : kArchitectures) {
+    for (const std::string variant : {"F32", "BF16 --shards 3"}) {
+      CAPTURE(arch);
+      CAPTURE(variant);
+      const fs::path dir = root / (std::string(arch) + (variant == "F32" ? "" : "_bf16"));
+      reference("write --arch " + std::string(arch) + " --out " + dir.string() + " --seed 3 --dtype " + variant);
+      const at::Tensor ref = as_tensor(reference_json("logits --model " + dir.string() + " --ids " + ids_text(ids),
+                                                      dir / "reference_logits.json")["logits"]);
+      auto model = import(dir);
+      const double error = relative_error(loom_logits(*model, ids), ref);
+      MESSAGE(arch << " " << variant << ": max relative logit error " << error);
+      CHECK(error < kTolerance);
+    }
+  }
+}
+
+TEST_CASE("import then export gives byte-identical tensors and an equivalent config.json") {
+  const fs::path root = tmp_dir("hf_round_trip");
+  for (const char* arch : kArchitectures) {
+    CAPTURE(arch);
+    const fs::path source = root / arch, exported = root / (std::string(arch) + "_out");
+    reference("write --arch " + std::string(arch) + " --out " + source.string() + " --seed 5 --dtype F32");
+    auto model = import(source);
+    loom::HfExportOptions options;
+    options.dtype = at::kFloat;
+    options.max_shard_bytes = 20000;  // several shards and an index
+    const loom::HfExportResult written = loom::export_hf_folder(*model, exported, options);
+    CHECK(written.shards > 1);
+    const loom::formats::HfWeights a(source.string()), b(exported.string());
+    CHECK(a.names() == b.names());
+    for (const std::string& name : a.names()) {
+      const auto *x = a.find(name), *y = b.find(name);
+      REQUIRE(y != nullptr);
+      CHECK(x->entry->shape == y->entry->shape);
+      CHECK(std::string(x->entry->dtype->name) == y->entry->dtype->name);
+      CHECK(std::memcmp(x->file->data(*x->entry), y->file->data(*y->entry), x->entry->end - x->entry->begin) == 0);
+    }
+    nlohmann::json before = loom::formats::read_json_object((source / "config.json").string());
+    nlohmann::json after = loom::formats::read_json_object((exported / "config.json").string());
+    CHECK(after["torch_dtype"] == "float32");
+    before.erase("torch_dtype");
+    after.erase("torch_dtype");
+    CHECK(before == after);
+    CHECK(fs::exists(exported / "generation_config.json"));
+  }
+}
+
+TEST_CASE("SGD steps match the reference, and the trained model's export gives the reference the same logits") {
+  const fs::path root = tmp_dir("hf_training");
+  const at::Tensor ids = tokens(kB, kT, kVocab, 21), targets = tokens(kB, kT, kVocab, 22);
+  constexpr double kLr = 0.5;
+  constexpr int kSteps = 3;
+  for (const char* arch : {"llama3", "qwen2", "qwen3"}) {
+    CAPTURE(arch);
+    const fs::path dir = root / arch, exported = root / (std::string(arch) + "_trained");
+    reference("write --arch " + std::string(arch) + " --out " + dir.string() + " --seed 9 --dtype F32");
+    const nlohmann::json ref = reference_json("sgd --model " + dir.string() + " --ids " + ids_text(ids) +
+                                                  " --targets " + ids_text(targets) + " --lr " + std::to_string(kLr) +
+                                                  " --steps " + std::to_string(kSteps),
+                                              dir / "reference_sgd.json");
+    auto model = import(dir);
+    model->set_training(true);
+    for (int step = 0; step < kSteps; ++step) {
+      const at::Tensor loss = model->loss_sum(ids, targets) / double(ids.numel());
+      const double expected = ref["losses"][size_t(step)].get<double>();
+      MESSAGE(arch << " step " << step + 1 << ": loom " << loss.item<double>() << ", reference " << expected);
+      CHECK(std::abs(loss.item<double>() - expected) <= kTolerance * std::abs(expected));
+      for (const loom::ModelParam& p : model->params())
+        if (p.tensor->grad().defined()) p.tensor->grad().zero_();
+      loss.backward();
+      at::NoGradGuard no_grad;
+      for (const loom::ModelParam& p : model->params())
+        if (p.tensor->grad().defined()) p.tensor->sub_(p.tensor->grad() * kLr);
+    }
+    loom::HfExportOptions options;
+    options.dtype = at::kFloat;
+    loom::export_hf_folder(*model, exported, options);
+    const at::Tensor ref_logits = as_tensor(
+        reference_json("logits --model " + exported.string() + " --ids " + ids_text(ids), root / "trained.json")["logits"]);
+    const double error = relative_error(loom_logits(*model, ids), ref_logits);
+    MESSAGE(arch << ": trained model's exported logits, max relative error " << error);
+    CHECK(error < kTolerance);
+    const double reimported = relative_error(loom_logits(*import(exported), ids), loom_logits(*model, ids).to(at::kDouble));
+    CHECK(reimported == 0.0);
+  }
+}
