@@ -18,7 +18,7 @@ PeriodicExport::PeriodicExport(const ExportSettings& settings, const fs::path& r
   if (model.hugging_face().empty())
     throw usage_failure("[export]: the model `" + std::string(model.component().name) +
                         "` is not a Hugging Face architecture, so it cannot be exported as one; remove [export] or "
-                        "use llama or hf_causal_lm");
+                        "use llama, gpt or hf_causal_lm");
 }
 
 void PeriodicExport::after_step(int64_t step) {

@@ -17,9 +17,9 @@ namespace {
 fs::path manifest(const fs::path& dir, const std::string& model, const std::string& extra) {
   const fs::path path = dir / (model + ".toml");
   std::ofstream(path) << "[run]\nname = \"" << model << "\"\ndir = \"" << (dir / "runs").string()
-                      << "\"\nsteps = 15\nlog_every = 5\n[model]\nuse = \"" << model
-                      << "\"\nvocab_size = 64\nn_layer = 1\nn_head = 2\nn_embd = 16\nseq_len = 16\n"
-                         "[data]\nuse = \"synthetic\"\nbatch_size = 2\nseq_len = 16\nvocab_size = 64\n"
+                      << "\"\nsteps = 15\nlog_every = 5\n[model]\nuse = \"" << model << "\"\nvocab_size = 64\n"
+                      << (model == "mlp_lm" ? "" : "n_layer = 1\nn_head = 2\nn_embd = 16\nseq_len = 16\n")
+                      << "[data]\nuse = \"synthetic\"\nbatch_size = 2\nseq_len = 16\nvocab_size = 64\n"
                          "[optimizer]\nuse = \"sgd\"\n[checkpoint]\nevery = 15\n"
                       << extra;
   return path;
@@ -69,11 +69,17 @@ TEST_CASE("host export of a run folder or a checkpoint; refusals are one line wi
 
   REQUIRE(run_host("run " + manifest(dir, "gpt", "").string()).code == 0);
   const Result gpt = run_host("export " + (dir / "runs" / "gpt").string() + " --out " + (dir / "c").string());
-  CHECK(gpt.code == 2);
-  CHECK(contains(last_line(gpt.err), "not a Hugging Face architecture"));
-  CHECK(!fs::exists(dir / "c"));
+  CHECK(gpt.code == 0);
+  CHECK(loom::formats::read_json_object((dir / "c" / "config.json").string())["architectures"][0] ==
+        "GPT2LMHeadModel");
 
-  const Result during = run_host("run " + manifest(dir, "gpt", "[export]\n").string() + " --set run.name='\"gpt2\"'");
+  REQUIRE(run_host("run " + manifest(dir, "mlp_lm", "").string()).code == 0);
+  const Result mlp = run_host("export " + (dir / "runs" / "mlp_lm").string() + " --out " + (dir / "d").string());
+  CHECK(mlp.code == 2);
+  CHECK(contains(last_line(mlp.err), "not a Hugging Face architecture"));
+  CHECK(!fs::exists(dir / "d"));
+
+  const Result during = run_host("run " + manifest(dir, "mlp_lm", "[export]\n").string() + " --set run.name='\"m2\"'");
   CHECK(during.code == 2);
   CHECK(contains(last_line(during.err), "[export]"));
 }

@@ -23,7 +23,7 @@ class HfCausalLm final : public loom::Model {
   static constexpr const char* name = "hf_causal_lm";
   static constexpr const char* summary =
       "A pretrained Hugging Face causal LM from a folder (config.json + safetensors): LlamaForCausalLM, "
-      "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM.";
+      "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel.";
   static constexpr loom_option_spec options[] = {
       loom::option("from", LOOM_OPTION_TYPE_STRING, nullptr,
                    "Hugging Face model folder: config.json and model.safetensors (or shards with "
@@ -48,17 +48,30 @@ class HfCausalLm final : public loom::Model {
     require(seq_len >= 1 && seq_len <= hf_.max_positions,
             "hf_causal_lm: seq_len " + std::to_string(seq_len) + " must be in [1, " +
                 std::to_string(hf_.max_positions) + "], the model's max_position_embeddings in " + config_path);
-    require(hf_.architecture != HfArchitecture::gpt2,
-            "hf_causal_lm: " + config_path + " is a GPT2LMHeadModel, which hf_causal_lm does not load yet; "
-            "use a Llama, Mistral, Qwen2 or Qwen3 folder");
     const bool strict = c.flag("strict");
-    LlamaSpec spec = llama_spec_from_hf(hf_, config_path, seq_len);
-    spec.dropout = c.f64("dropout");
-    spec.seed = ctx.seed;
-    spec.random_init = !strict;  // strict: every parameter is loaded, or creation fails
-    inner_ = make_llama(spec, ctx);
+    loom::formats::LoadRules rules;
+    rules.strict = strict;
+    if (hf_.architecture == HfArchitecture::gpt2) {
+      GptSpec spec = gpt_spec_from_hf(hf_, config_path, seq_len);
+      spec.dropout = c.f64("dropout");
+      spec.seed = ctx.seed;
+      spec.random_init = !strict;  // strict: every parameter is loaded, or creation fails
+      inner_ = make_gpt(spec, ctx);
+      // Hub GPT-2 files often store the base model's names ("h.0...") and its attention mask buffers.
+      rules.optional_prefixes = {"transformer."};
+      rules.ignored_suffixes = {".attn.bias", ".attn.masked_bias", "lm_head.weight"};
+    } else {
+      LlamaSpec spec = llama_spec_from_hf(hf_, config_path, seq_len);
+      spec.dropout = c.f64("dropout");
+      spec.seed = ctx.seed;
+      spec.random_init = !strict;
+      inner_ = make_llama(spec, ctx);
+      // Buffers some checkpoints carry beside the parameters: rotary tables, a tied output layer.
+      rules.ignored_suffixes = {".rotary_emb.inv_freq"};
+      if (spec.tie_embeddings) rules.ignored_suffixes.push_back("lm_head.weight");
+    }
     adopt_params(*inner_);
-    load(strict, spec.tie_embeddings);
+    load(rules);
   }
 
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
@@ -85,12 +98,7 @@ class HfCausalLm final : public loom::Model {
   }
 
  private:
-  void load(bool strict, bool tied) {
-    loom::formats::LoadRules rules;
-    rules.strict = strict;
-    // Buffers some checkpoints carry beside the parameters: rotary tables, a tied output layer.
-    rules.ignored_suffixes = {".rotary_emb.inv_freq"};
-    if (tied) rules.ignored_suffixes.push_back("lm_head.weight");
+  void load(const loom::formats::LoadRules& rules) {
     try {
       const loom::formats::HfWeightSource source(dir_);
       const loom::formats::LoadReport report = loom::formats::load_weights(source, named_params(), rules);

@@ -185,6 +185,53 @@ LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, i
   return s;
 }
 
+GptSpec gpt_spec_from_hf(const HfModelConfig& hf, const std::string& path, int64_t seq_len) {
+  const Keys keys(hf.config, path);
+  GptSpec s;
+  s.component = "hf_causal_lm";
+  s.vocab_size = keys.positive("vocab_size");
+  s.n_embd = keys.positive("n_embd");
+  s.n_layer = keys.positive("n_layer");
+  s.n_head = keys.positive("n_head");
+  if (s.n_embd % s.n_head != 0) keys.fail("n_embd", "must be a multiple of n_head");
+  s.n_inner = keys.positive("n_inner", 4 * s.n_embd);
+  s.n_positions = hf.max_positions;
+  s.seq_len = seq_len;
+  s.layer_norm_eps = keys.number("layer_norm_epsilon", 1e-5);
+  s.init_std = keys.number("initializer_range", 0.02);
+  // gelu_new and gelu_pytorch_tanh are the same tanh approximation.
+  const std::string act = keys.text("activation_function", "gelu_new");
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+    keys.fail("activation_function", "is \"" + act + "\"; Loom's GPT-2 computes gelu_new (the tanh approximation)");
+  if (!keys.flag("tie_word_embeddings", true))
+    keys.fail("tie_word_embeddings", "is false; Loom's GPT-2 computes logits through the input embedding");
+  if (!keys.flag("scale_attn_weights", true))
+    keys.fail("scale_attn_weights", "is false; Loom always scales attention by 1/sqrt(head dim)");
+  if (keys.flag("scale_attn_by_inverse_layer_idx", false))
+    keys.fail("scale_attn_by_inverse_layer_idx", "is true, which Loom does not implement");
+  if (keys.flag("add_cross_attention", false)) keys.fail("add_cross_attention", "is true; Loom's GPT-2 is decoder-only");
+  return s;
+}
+
+nlohmann::json gpt_hf_config(const GptSpec& s) {
+  return {{"architectures", {"GPT2LMHeadModel"}},
+          {"model_type", "gpt2"},
+          {"vocab_size", s.vocab_size},
+          {"n_positions", s.n_positions},
+          {"n_embd", s.n_embd},
+          {"n_layer", s.n_layer},
+          {"n_head", s.n_head},
+          {"n_inner", s.n_inner},
+          {"activation_function", "gelu_new"},
+          {"layer_norm_epsilon", s.layer_norm_eps},
+          {"resid_pdrop", s.dropout},
+          {"embd_pdrop", s.dropout},
+          {"attn_pdrop", s.dropout},
+          {"initializer_range", s.init_std},
+          {"scale_attn_weights", true},
+          {"tie_word_embeddings", true}};
+}
+
 nlohmann::json llama_hf_config(const LlamaSpec& s) {
   nlohmann::json rope_scaling = nullptr;
   if (s.rope_scaling.type == RopeScaling::Type::linear)

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "gpt.hpp"
 #include "llama.hpp"
 
 namespace loom_gpt {
@@ -27,5 +28,8 @@ HfModelConfig read_hf_config(const std::string& dir);
 // The Llama-family spec for a Llama, Mistral, Qwen2 or Qwen3 config. seq_len: the longest
 // input the run trains on (at most max_positions).
 LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, int64_t seq_len);
+
+// The GPT-2 spec for a GPT2LMHeadModel config.
+GptSpec gpt_spec_from_hf(const HfModelConfig& hf, const std::string& path, int64_t seq_len);
 
 }  // namespace loom_gpt

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "causal_lm.hpp"
 #include "common.hpp"
 #include "components.hpp"
-#include "packing.hpp"
 
 namespace loom_gpt {
 namespace {
@@ -56,7 +56,7 @@ struct Layer {
   at::Tensor down_proj;                   // (C, F)
 };
 
-class LlamaModel : public loom::Model {
+class LlamaModel : public CausalLm {
  public:
   LlamaModel(const LlamaSpec& spec, const loom::Context& ctx) : s_(spec) {
     check_llama_spec(s_);
@@ -103,25 +103,8 @@ class LlamaModel : public loom::Model {
     }
     norm_ = param("model.norm.weight", filled(C, 1.0), kNoDecay);                                  // (C)
     lm_head_ = s_.tie_embeddings ? embed_ : param("lm_head.weight", normal({V, C}, s_.init_std), 0);     // (V, C)
-    mask_ = causal_mask(s_.seq_len, device);                                                           // (T, T)
+    set_shape(s_.component, s_.seq_len, s_.vocab_size, causal_mask(s_.seq_len, device));                                                           // (T, T)
     rope_ = Rope(s_.seq_len, D, s_.rope_theta, device, s_.rope_scaling);                                // (T, D)
-  }
-
-  at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
-    check_batch(s_.component.c_str(), inputs, targets, s_.seq_len, s_.vocab_size);
-    return loom::token_loss_sum(forward(inputs, {at::Tensor(), mask_}), targets);
-  }
-
-  // Packed rows: position_ids and document_ids when the dataset gives them (packing.hpp).
-  at::Tensor loss_sum(const loom::BatchFields& batch) override {
-    check_batch(s_.component.c_str(), batch.input_ids, batch.labels, s_.seq_len, s_.vocab_size);
-    return loom::token_loss_sum(forward(batch.input_ids, layout_of(batch, mask_, s_.seq_len, s_.component.c_str())),
-                                batch.labels);
-  }
-
-  at::Tensor logits(const loom::BatchFields& batch) override {
-    check_batch(s_.component.c_str(), batch.input_ids, batch.input_ids, s_.seq_len, s_.vocab_size);
-    return forward(batch.input_ids, layout_of(batch, mask_, s_.seq_len, s_.component.c_str()));
   }
 
   double flops_per_token() const override {
@@ -132,7 +115,7 @@ class LlamaModel : public loom::Model {
 
  private:
   // inputs: (B, T) -> logits (B, T, V).
-  at::Tensor forward(const at::Tensor& inputs, const Layout& layout) const {
+  at::Tensor forward(const at::Tensor& inputs, const Layout& layout) const override {
     at::Tensor x = at::embedding(embed_, inputs);  // (B, T, C)
     for (const Layer& l : layers_) {
       x = x + attention(l, rms_norm(x, l.input_norm, s_.rms_norm_eps), layout);  // (B, T, C)
@@ -169,7 +152,6 @@ class LlamaModel : public loom::Model {
   std::vector<Layer> layers_;  // L
   at::Tensor norm_;            // (C)
   at::Tensor lm_head_;         // (V, C); the same tensor as embed_ when tied
-  at::Tensor mask_;            // (T, T) float, -inf above the diagonal; a buffer
   Rope rope_;                  // (T, D) cos and sin; buffers
 };
 
