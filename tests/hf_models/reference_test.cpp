@@ -70,7 +70,7 @@ at::Tensor loom_logits(loom::ModelInstance& model, const at::Tensor& ids) {
   return model.logits(ids);
 }
 
-const char* kArchitectures[] = {"llama", "llama3", "llama_linear", "mistral", "qwen2", "qwen3"};
+const char* kArchitectures[] = {"llama", "llama3", "llama_linear", "mistral", "qwen2", "qwen3", "gpt2"};
 
 }  // namespace
 
@@ -79,7 +79,8 @@ TEST_CASE("every architecture's logits match the reference to 1e-5 relative") {
   const at::Tensor ids = tokens(kB, kT, kVocab, 11);
   for (const char* arch : kArchitectures) {
     for (const std::string variant : {"F32", "BF16 --shards 3"}) {
-      CAPTURE(arch);
+      const std::string arch_name = arch;
+    CAPTURE(arch_name);
       CAPTURE(variant);
       const fs::path dir = root / (std::string(arch) + (variant == "F32" ? "" : "_bf16"));
       reference("write --arch " + std::string(arch) + " --out " + dir.string() + " --seed 3 --dtype " + variant);
@@ -87,7 +88,7 @@ TEST_CASE("every architecture's logits match the reference to 1e-5 relative") {
                                                       dir / "reference_logits.json")["logits"]);
       auto model = import(dir);
       const double error = relative_error(loom_logits(*model, ids), ref);
-      MESSAGE(arch << " " << variant << ": max relative logit error " << error);
+      MESSAGE(std::string(arch) << " " << variant << ": max relative logit error " << error);
       CHECK(error < kTolerance);
     }
   }
@@ -96,7 +97,8 @@ TEST_CASE("every architecture's logits match the reference to 1e-5 relative") {
 TEST_CASE("import then export gives byte-identical tensors and an equivalent config.json") {
   const fs::path root = tmp_dir("hf_round_trip");
   for (const char* arch : kArchitectures) {
-    CAPTURE(arch);
+    const std::string arch_name = arch;
+    CAPTURE(arch_name);
     const fs::path source = root / arch, exported = root / (std::string(arch) + "_out");
     reference("write --arch " + std::string(arch) + " --out " + source.string() + " --seed 5 --dtype F32");
     auto model = import(source);
@@ -129,8 +131,9 @@ TEST_CASE("SGD steps match the reference, and the trained model's export gives t
   const at::Tensor ids = tokens(kB, kT, kVocab, 21), targets = tokens(kB, kT, kVocab, 22);
   constexpr double kLr = 0.5;
   constexpr int kSteps = 3;
-  for (const char* arch : {"llama3", "qwen2", "qwen3"}) {
-    CAPTURE(arch);
+  for (const char* arch : {"llama3", "qwen2", "qwen3", "gpt2"}) {
+    const std::string arch_name = arch;
+    CAPTURE(arch_name);
     const fs::path dir = root / arch, exported = root / (std::string(arch) + "_trained");
     reference("write --arch " + std::string(arch) + " --out " + dir.string() + " --seed 9 --dtype F32");
     const nlohmann::json ref = reference_json("sgd --model " + dir.string() + " --ids " + ids_text(ids) +
@@ -142,7 +145,7 @@ TEST_CASE("SGD steps match the reference, and the trained model's export gives t
     for (int step = 0; step < kSteps; ++step) {
       const at::Tensor loss = model->loss_sum(ids, targets) / double(ids.numel());
       const double expected = ref["losses"][size_t(step)].get<double>();
-      MESSAGE(arch << " step " << step + 1 << ": loom " << loss.item<double>() << ", reference " << expected);
+      MESSAGE(std::string(arch) << " step " << step + 1 << ": loom " << loss.item<double>() << ", reference " << expected);
       CHECK(std::abs(loss.item<double>() - expected) <= kTolerance * std::abs(expected));
       for (const loom::ModelParam& p : model->params())
         if (p.tensor->grad().defined()) p.tensor->grad().zero_();
@@ -157,7 +160,7 @@ TEST_CASE("SGD steps match the reference, and the trained model's export gives t
     const at::Tensor ref_logits = as_tensor(
         reference_json("logits --model " + exported.string() + " --ids " + ids_text(ids), root / "trained.json")["logits"]);
     const double error = relative_error(loom_logits(*model, ids), ref_logits);
-    MESSAGE(arch << ": trained model's exported logits, max relative error " << error);
+    MESSAGE(std::string(arch) << ": trained model's exported logits, max relative error " << error);
     CHECK(error < kTolerance);
     const double reimported = relative_error(loom_logits(*import(exported), ids), loom_logits(*model, ids).to(at::kDouble));
     CHECK(reimported == 0.0);
