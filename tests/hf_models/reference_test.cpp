@@ -101,6 +101,7 @@ TEST_CASE("import then export gives byte-identical tensors and an equivalent con
     CAPTURE(arch_name);
     const fs::path source = root / arch, exported = root / (std::string(arch) + "_out");
     reference("write --arch " + std::string(arch) + " --out " + source.string() + " --seed 5 --dtype F32");
+    std::ofstream(source / "tokenizer.json") << R"({"version": "1.0", "model": {"type": "BPE"}})";
     auto model = import(source);
     loom::HfExportOptions options;
     options.dtype = at::kFloat;
@@ -123,6 +124,8 @@ TEST_CASE("import then export gives byte-identical tensors and an equivalent con
     after.erase("torch_dtype");
     CHECK(before == after);
     CHECK(fs::exists(exported / "generation_config.json"));
+    CHECK(written.copied_files == 1);  // the tokenizer comes along
+    CHECK(read_file(exported / "tokenizer.json") == read_file(source / "tokenizer.json"));
   }
 }
 
