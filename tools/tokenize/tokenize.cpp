@@ -1,7 +1,8 @@
-// tokenize.cpp: loom-tokenize, the byte-level tokenizer. Turns text files or directories into
-// a Loom token file for the `token_file` dataset, and decodes one back to text. Each byte is
-// one token (vocab 256), exactly the tokens the `text` dataset reads from the same inputs:
-// both walk directories with plugins/datasets/common/text_files.hpp.
+// tokenize.cpp: loom-tokenize. Turns text files or directories into a Loom token file for the
+// `token_file` dataset, and decodes one back to text. Without --tokenizer each byte is one token
+// (vocab 256), exactly the tokens the `text` dataset reads from the same inputs: both walk
+// directories with plugins/datasets/common/text_files.hpp. With --tokenizer a model's own
+// tokenizer (tokenizer/) encodes each document on all cores (bpe_tokenize.hpp).
 //
 // Exit codes match the host: 0 success, 1 I/O failure, 2 bad usage or bad input.
 #include <algorithm>
@@ -13,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "bpe_tokenize.hpp"
 #include "data_error.hpp"
+#include "format_error.hpp"
 #include "little_endian.hpp"
 #include "text_files.hpp"
 #include "token_file_format.hpp"
@@ -24,16 +27,24 @@ using namespace loom::data;
 namespace {
 
 constexpr const char* kUsage =
-    "loom-tokenize: byte-level tokenizer for Loom token files (each byte is one token, vocab 256).\n"
+    "loom-tokenize: text to Loom token files, byte-level or with a model's own tokenizer.\n"
     "\n"
-    "  loom-tokenize INPUT... -o OUT.tok [--dtype uint16|uint32] [--extensions .txt,.md]\n"
-    "                [--exclude DIR]...\n"
+    "  loom-tokenize INPUT... -o OUT.tok [--tokenizer DIR_OR_FILE] [--threads N] [--no-eos]\n"
+    "                [--field NAME] [--dtype uint16|uint32] [--extensions .txt,.md] [--exclude DIR]...\n"
     "      Tokenize files and directories (walked recursively in sorted order; hidden and build*\n"
     "      directories and each --exclude DIR skipped; only files with the given extensions are\n"
-    "      taken from directories) into OUT.tok. The `token_file` dataset reads it; the `text` dataset reads the same\n"
-    "      tokens from the same inputs directly.\n"
-    "  loom-tokenize --decode FILE.tok [-o OUT]\n"
-    "      Write the bytes of a byte-level token file back out (to stdout without -o).\n"
+    "      taken from directories) into OUT.tok, which the `token_file` dataset reads.\n"
+    "      Without --tokenizer each byte is one token (vocab 256), the tokens the `text` dataset\n"
+    "      reads from the same inputs directly.\n"
+    "      --tokenizer: a Hugging Face tokenizer (a folder with tokenizer.json or tokenizer.model,\n"
+    "      or the file). Each text file is one document, and each line of a .jsonl file is one\n"
+    "      document (its --field string, default \"text\"); each document gets the tokenizer's\n"
+    "      special tokens and, unless --no-eos, its EOS token after it. --threads defaults to the\n"
+    "      CPUs this process may use; the output is the same for any thread count. --dtype\n"
+    "      defaults to uint16 when the vocabulary fits, else uint32.\n"
+    "  loom-tokenize --decode FILE.tok [--tokenizer DIR_OR_FILE] [-o OUT]\n"
+    "      Write the text of a token file back out (to stdout without -o): the bytes of a\n"
+    "      byte-level file, or the tokenizer's decoding of a file made with --tokenizer.\n"
     "  loom-tokenize --help\n"
     "\n"
     "Exit codes: 0 success, 1 I/O failure, 2 bad usage or bad input.\n";
@@ -44,9 +55,10 @@ struct Usage {
 
 struct Args {
   std::vector<std::string> inputs, exclude;
-  std::string output, decode, extensions = ".txt,.md";
-  uint32_t token_bytes = 2;
-  bool help = false;
+  std::string output, decode, extensions = ".txt,.md", tokenizer, field = "text";
+  uint32_t token_bytes = 0;  // 0: uint16, or uint32 where the tokenizer's vocabulary needs it
+  unsigned threads = 0;      // 0: every CPU this process may use
+  bool help = false, no_eos = false;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -62,6 +74,15 @@ Args parse_args(int argc, char** argv) {
     else if (arg == "--decode") a.decode = value(i, arg);
     else if (arg == "--extensions") a.extensions = value(i, arg);
     else if (arg == "--exclude") a.exclude.push_back(value(i, arg));
+    else if (arg == "--tokenizer") a.tokenizer = value(i, arg);
+    else if (arg == "--field") a.field = value(i, arg);
+    else if (arg == "--no-eos") a.no_eos = true;
+    else if (arg == "--threads") {
+      const std::string n = value(i, arg);
+      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || std::stoul(n) < 1 || std::stoul(n) > 1024)
+        throw Usage{"--threads must be a whole number from 1 to 1024, got \"" + n + "\""};
+      a.threads = static_cast<unsigned>(std::stoul(n));
+    }
     else if (arg == "--dtype") {
       const std::string d = value(i, arg);
       if (d == "uint16") a.token_bytes = 2;
@@ -102,6 +123,17 @@ struct TempFile {
 
 std::string errno_text() { return std::strerror(errno); }
 
+// The tokenizer named by --tokenizer; a bad one is bad input (exit 2), naming the file.
+std::unique_ptr<loom::tok::Tokenizer> load_tokenizer_arg(const std::string& path) {
+  try {
+    return loom::tok::load_tokenizer(path);
+  } catch (const loom::tok::TokenizerError& e) {
+    throw bad_input(std::string("--tokenizer: ") + e.what());
+  } catch (const loom::formats::FormatError& e) {
+    throw bad_input(std::string("--tokenizer: ") + e.what());
+  }
+}
+
 int encode(const Args& a) {
   TextWalkOptions walk;
   walk.extensions = parse_extensions(a.extensions);
@@ -111,6 +143,12 @@ int encode(const Args& a) {
   for (const auto& f : files)
     if (fs::equivalent(f, a.output, ec))
       throw bad_input(a.output + ": the output is also an input; write it elsewhere");
+  const auto tokenizer = a.tokenizer.empty() ? nullptr : load_tokenizer_arg(a.tokenizer);
+  const bool wide_vocab = tokenizer && tokenizer->vocab_size() > 65536;
+  const uint32_t token_bytes = a.token_bytes ? a.token_bytes : wide_vocab ? 4 : 2;
+  if (token_bytes == 2 && wide_vocab)
+    throw bad_input("--dtype uint16 cannot hold this tokenizer's ids (vocabulary of " +
+                    std::to_string(tokenizer->vocab_size()) + "); use --dtype uint32");
 
   // Write to a temporary name and rename at the end, so OUT is never half-written.
   const std::string tmp = a.output + ".tmp";
@@ -119,24 +157,47 @@ int encode(const Args& a) {
   out.f = std::fopen(tmp.c_str(), "wb");
   if (!out.f) throw io_error(tmp + ": cannot create: " + errno_text());
   TokenFileHeader header;
-  header.token_bytes = a.token_bytes;
+  header.token_bytes = token_bytes;
   const std::string placeholder = encode_token_file_header(header);  // the count is patched in at the end
   if (std::fwrite(placeholder.data(), 1, placeholder.size(), out.f) != placeholder.size())
     throw io_error(tmp + ": write failed: " + errno_text());
-  std::string bytes, tokens;
-  for (const auto& file : files) {
-    bytes.clear();
-    append_file_bytes(file, bytes);
+  std::string tokens;
+  auto write_ids = [&](const std::vector<uint32_t>& ids) {
     tokens.clear();
-    for (unsigned char b : bytes) {
-      if (a.token_bytes == 2) append_le<uint16_t>(tokens, b);
-      else append_le<uint32_t>(tokens, b);
+    for (const uint32_t id : ids) {
+      if (token_bytes == 2) append_le<uint16_t>(tokens, static_cast<uint16_t>(id));
+      else append_le<uint32_t>(tokens, id);
     }
     if (std::fwrite(tokens.data(), 1, tokens.size(), out.f) != tokens.size())
       throw io_error(tmp + ": write failed: " + errno_text());
-    header.token_count += bytes.size();
+    header.token_count += ids.size();
+  };
+  std::string summary;
+  if (tokenizer) {
+    BpeTokenizeOptions options;
+    options.threads = a.threads ? a.threads : usable_cpus();
+    options.append_eos = !a.no_eos;
+    options.jsonl_field = a.field;
+    const auto stats = bpe_tokenize(files, *tokenizer, options, [&](const std::vector<int32_t>& ids) {
+      write_ids(std::vector<uint32_t>(ids.begin(), ids.end()));
+    });
+    char rate[64];
+    std::snprintf(rate, sizeof rate, "%.1f MB/s", stats.seconds > 0 ? double(stats.bytes) / 1e6 / stats.seconds : 0.0);
+    summary = std::to_string(stats.documents) + " document(s), " + std::to_string(stats.bytes) + " bytes -> " +
+              std::to_string(stats.tokens) + " " + token_dtype_name(token_bytes) + " tokens (" + tokenizer->info().source +
+              ", " + std::to_string(options.threads) + " thread(s), " + rate + ")";
+  } else {
+    std::string bytes;
+    for (const auto& file : files) {
+      bytes.clear();
+      append_file_bytes(file, bytes);
+      write_ids(std::vector<uint32_t>(reinterpret_cast<const unsigned char*>(bytes.data()),
+                                      reinterpret_cast<const unsigned char*>(bytes.data()) + bytes.size()));
+    }
+    summary = std::to_string(files.size()) + " file(s), " + std::to_string(header.token_count) + " bytes -> " +
+              std::to_string(header.token_count) + " " + token_dtype_name(token_bytes) + " tokens";
   }
-  if (header.token_count == 0) throw bad_input("the inputs hold no bytes; nothing to tokenize");
+  if (header.token_count == 0) throw bad_input("the inputs hold no text; nothing to tokenize");
   const std::string head = encode_token_file_header(header);
   if (std::fseek(out.f, 0, SEEK_SET) != 0 || std::fwrite(head.data(), 1, head.size(), out.f) != head.size())
     throw io_error(tmp + ": write failed: " + errno_text());
@@ -146,8 +207,7 @@ int encode(const Args& a) {
   fs::rename(tmp, a.output, ec);
   if (ec) throw io_error(a.output + ": cannot move " + tmp + " into place: " + ec.message());
   cleanup.keep = true;
-  std::cout << "loom-tokenize: " << files.size() << " file(s), " << header.token_count << " bytes -> "
-            << header.token_count << " " << token_dtype_name(a.token_bytes) << " tokens in " << a.output << "\n";
+  std::cout << "loom-tokenize: " << summary << " in " << a.output << "\n";
   return 0;
 }
 
@@ -173,24 +233,41 @@ int decode(const Args& a) {
     out = owned_out.f;
   }
   const size_t S = header.token_bytes;
+  const auto tokenizer = a.tokenizer.empty() ? nullptr : load_tokenizer_arg(a.tokenizer);
+  const std::string out_name = a.output.empty() ? std::string("stdout") : a.output;
+  auto put = [&](const std::string& text) {
+    if (std::fwrite(text.data(), 1, text.size(), out) != text.size()) throw io_error(out_name + ": write failed: " + errno_text());
+  };
+  // With a tokenizer, ids are decoded a document (up to its EOS) at a time, so no character is
+  // cut in two; a stream without EOS tokens is decoded in pieces of kDecodeIds.
+  constexpr size_t kDecodeIds = 1u << 20;
+  std::vector<int32_t> pending;
   std::vector<unsigned char> buffer(S << 16);
   std::string text;
   uint64_t offset = 0;
   while (offset < header.token_count) {
     const size_t want = size_t(std::min<uint64_t>(header.token_count - offset, buffer.size() / S));
     if (std::fread(buffer.data(), S, want, in.f) != want) throw io_error(a.decode + ": read error: " + errno_text());
-    text.resize(want);
+    text.clear();
     for (size_t i = 0; i < want; ++i) {
       const uint64_t id = S == 2 ? load_le<uint16_t>(&buffer[2 * i]) : load_le<uint32_t>(&buffer[4 * i]);
+      if (tokenizer) {
+        pending.push_back(static_cast<int32_t>(id));
+        if (pending.size() >= kDecodeIds || static_cast<int32_t>(id) == tokenizer->info().eos_id) {
+          put(tokenizer->decode(pending));
+          pending.clear();
+        }
+        continue;
+      }
       if (id > 255)
         throw bad_input(a.decode + ": the token at element offset " + std::to_string(offset + i) + " has id " +
-                        std::to_string(id) + ", not a byte; --decode only reverses byte-level files made by loom-tokenize");
-      text[i] = char(id);
+                        std::to_string(id) + ", not a byte; decode a file made with --tokenizer with that --tokenizer");
+      text += char(id);
     }
-    if (std::fwrite(text.data(), 1, text.size(), out) != text.size())
-      throw io_error((a.output.empty() ? std::string("stdout") : a.output) + ": write failed: " + errno_text());
+    put(text);
     offset += want;
   }
+  if (!pending.empty()) put(tokenizer->decode(pending));
   if (std::fflush(out) != 0) throw io_error("write failed: " + errno_text());
   if (owned_out.f) {
     const int closed = std::fclose(owned_out.f);
