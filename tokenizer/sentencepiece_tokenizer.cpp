@@ -69,4 +69,11 @@ size_t SentencePieceTokenizer::vocab_size() const { return static_cast<size_t>(p
 
 bool SentencePieceTokenizer::is_special(int32_t id) const { return processor_->IsControl(id) || processor_->IsUnknown(id); }
 
+void enable_sentencepiece() {
+  set_sentencepiece_loader([](const std::string& model_bytes, const std::string& config_json, const std::string& source) {
+    const Json config = config_json.empty() ? Json() : Json::parse(config_json);
+    return std::unique_ptr<Tokenizer>(std::make_unique<SentencePieceTokenizer>(model_bytes, config, source));
+  });
+}
+
 }  // namespace loom::tok

@@ -1,4 +1,5 @@
-// sentencepiece_tokenizer.hpp: folders that ship only SentencePiece's tokenizer.model (older
+// sentencepiece_tokenizer.hpp (library loom_tokenizer_sentencepiece, see tokenizer.hpp for why it
+// is separate): folders that ship only SentencePiece's tokenizer.model (older
 // Llama, T5, many multilingual models) go through Debian's libsentencepiece, the library that
 // defines the format. tokenizer_config.json beside it says whether a BOS (default yes) and an
 // EOS (default no) token frame each text, as transformers' LlamaTokenizer does.
@@ -31,5 +32,8 @@ class SentencePieceTokenizer : public Tokenizer {
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
   bool add_bos_ = true, add_eos_ = false;
 };
+
+// Registers this reader with load_tokenizer (tokenizer.hpp).
+void enable_sentencepiece();
 
 }  // namespace loom::tok

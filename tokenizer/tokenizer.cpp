@@ -7,7 +7,6 @@
 #include "format_error.hpp"
 #include "hf_folder.hpp"
 #include "hf_tokenizer.hpp"
-#include "sentencepiece_tokenizer.hpp"
 
 namespace loom::tok {
 
@@ -55,14 +54,25 @@ std::string parent_dir(const std::string& file) {
   return slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
 }
 
+SentencePieceLoader& sentencepiece_loader() {
+  static SentencePieceLoader loader = nullptr;
+  return loader;
+}
+
 std::unique_ptr<Tokenizer> load_file(const std::string& file) {
   const Json config = read_config(parent_dir(file));
-  if (ends_with(file, ".model"))
-    return std::make_unique<SentencePieceTokenizer>(formats::read_text_file(file, kMaxTokenizerBytes), config, file);
+  if (ends_with(file, ".model")) {
+    if (!sentencepiece_loader())
+      throw TokenizerError(file + ": SentencePiece tokenizer.model files load in loom-tokenize only (Debian's "
+                           "libsentencepiece cannot share a process with LibTorch); use a folder with tokenizer.json");
+    return sentencepiece_loader()(formats::read_text_file(file, kMaxTokenizerBytes), config.is_null() ? "" : config.dump(), file);
+  }
   return std::make_unique<HfTokenizer>(read_json(file), config, file);
 }
 
 }  // namespace
+
+void set_sentencepiece_loader(SentencePieceLoader loader) { sentencepiece_loader() = loader; }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   if (!is_directory(path)) {

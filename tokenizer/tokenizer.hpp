@@ -54,4 +54,12 @@ class Tokenizer {
 // Throws TokenizerError (bad content) or loom::formats::FormatError (missing, unreadable).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
+// tokenizer.model support lives in its own library (loom_tokenizer_sentencepiece), because
+// Debian's libsentencepiece carries its own protobuf and crashes a process that also loads
+// LibTorch's. Programs without LibTorch (loom-tokenize) call this once to enable it; elsewhere
+// a tokenizer.model-only folder is refused with that explanation.
+using SentencePieceLoader = std::unique_ptr<Tokenizer> (*)(const std::string& model_bytes, const std::string& config_json,
+                                                           const std::string& source);
+void set_sentencepiece_loader(SentencePieceLoader loader);
+
 }  // namespace loom::tok

@@ -114,6 +114,20 @@ at::Tensor ModelInstance::logits(const at::Tensor& inputs, const BatchFields& fi
   return out;
 }
 
+at::Tensor ModelInstance::decode(const at::Tensor& inputs, int64_t past) {
+  if (vt_.decode == nullptr) throw runtime_failure(where() + ": the model keeps no key/value cache (no decode callback)");
+  at::Tensor out;
+  loom_model_decode_args args{};
+  args.struct_size = sizeof(args);
+  args.inputs = handle(inputs);
+  args.past = past;
+  args.logits = handle(out);
+  check(vt_.decode(handle_, &args), "decode");
+  if (!out.defined() || out.dim() != 3 || out.size(0) != inputs.size(0) || out.size(1) != inputs.size(1))
+    throw runtime_failure(where() + ": decode must assign a (B, T, V) tensor for (B, T) inputs");
+  return out;
+}
+
 std::string ModelInstance::hugging_face() const {
   if (vt_.hugging_face == nullptr) return "";
   loom_model_hugging_face_args args{};

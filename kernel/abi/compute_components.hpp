@@ -51,6 +51,10 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
   // (ABI 1.3) The next-token logits (B, T, V), no loss; a runtime Failure when the model has
   // no logits callback.
   at::Tensor logits(const at::Tensor& inputs, const BatchFields& fields = {});
+  // (ABI 1.4) Generation with the model's key/value cache: the logits (B, T, V) of the tokens at
+  // positions past .. past + T - 1 (past = 0 starts afresh); a runtime Failure without decode.
+  bool has_decode() const { return vt_.decode != nullptr; }
+  at::Tensor decode(const at::Tensor& inputs, int64_t past);
   // (ABI 1.3) The model's Hugging Face description (loom/model.h), or "" when it has none.
   std::string hugging_face() const;
 };

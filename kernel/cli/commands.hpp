@@ -22,6 +22,10 @@ struct CommandLine {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;                 // 0: a free port (single node only)
   std::vector<std::string> child_args;  // after `--`: the command every rank runs
+  // generate
+  std::string prompt, prompts, system, tokenizer, temperature = "0", top_p = "1";
+  bool chat = false, no_cache = false;
+  int max_new_tokens = 128, top_k = 0, seed = 0;
 };
 
 struct Command {
@@ -55,5 +59,6 @@ int command_launch(const CommandLine& line);
 int command_checkpoint_inspect(const CommandLine& line);
 int command_checkpoint_export(const CommandLine& line);
 int command_export(const CommandLine& line);
+int command_generate(const CommandLine& line);
 
 }  // namespace loom

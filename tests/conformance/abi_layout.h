@@ -15,7 +15,7 @@
   X(loom_state_tensor) X(loom_optimizer_vtable) X(loom_schedule_vtable) X(loom_metric)         \
   X(loom_metrics) X(loom_tracker_vtable) X(loom_named_tensor) X(loom_checkpoint_reader)        \
   X(loom_checkpoint_vtable) X(loom_batch_field) X(loom_dataset_info_args)                      \
-  X(loom_model_logits_args) X(loom_model_hugging_face_args)
+  X(loom_model_logits_args) X(loom_model_hugging_face_args) X(loom_model_decode_args)
 
 /* (type, field, slot): the frozen offsets the headers assert with LOOM_ABI_OFFSET, in
  * pointer-size slots on LP64 (offset = slot * 8). */
@@ -42,7 +42,8 @@
   X(loom_model_forward_args, report_metric, 8) X(loom_batch, end_of_epoch, 5)                  \
   X(loom_dataset_vtable, info, 6) X(loom_dataset_info_args, batches_per_epoch, 1)            \
   X(loom_model_vtable, hugging_face, 9) X(loom_model_logits_args, logits, 4)                   \
-  X(loom_model_hugging_face_args, json, 1)
+  X(loom_model_hugging_face_args, json, 1) X(loom_model_vtable, decode, 10)                   \
+  X(loom_model_decode_args, past, 2) X(loom_model_decode_args, logits, 3)
 
 #ifdef __cplusplus
 extern "C" {

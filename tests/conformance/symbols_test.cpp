@@ -16,7 +16,7 @@ namespace {
 
 const std::vector<std::string> kTorchFree = {"synthetic", "token_file", "text",      "constant",    "warmup_cosine",
                                              "console",   "jsonl",      "nan_guard", "safetensors", "sqlite",
-                                             "eval",      "early_stop", "csv",       "tensorboard"};
+                                             "eval",      "early_stop", "csv",       "tensorboard", "sft"};
 const std::vector<std::string> kTorchLinked = {"mlp_lm", "gpt", "sgd", "adamw", "torch_pickle", "profiler"};
 // Torch-free on CPU-only LibTorch; linked only when LibTorch has CUDA, for the CUDA caching
 // allocator's statistics (libc10_cuda).

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <ostream>
 #include <stdexcept>
 #include <string>
@@ -31,6 +32,7 @@ namespace fs = std::filesystem;
 struct Rows {
   int64_t B = 0, T = 0;
   std::vector<int64_t> inputs, targets;  // (B, T) row-major
+  std::map<std::string, std::vector<int64_t>> fields;  // the other int64 (B, T) fields, by name
   bool operator==(const Rows& o) const { return B == o.B && T == o.T && inputs == o.inputs && targets == o.targets; }
   bool operator!=(const Rows& o) const { return !(*this == o); }
 };
@@ -78,10 +80,17 @@ class PluginDataset {
   Rows next() {
     loom_batch raw{};
     raw.struct_size = sizeof raw;
+    Rows r;
+    raw.fields = &r.fields;
+    raw.add_field = [](void* fields, const char* name, DLManagedTensor* t) -> loom_status* {
+      int64_t B = 0, T = 0;
+      (*static_cast<std::map<std::string, std::vector<int64_t>>*>(fields))[name] = take(t, B, T);
+      return nullptr;
+    };
     if (loom_status* s = vt_.next(handle_, &raw)) FAIL("next failed: " << loom::take_status_message(s));
+    if (raw.end_of_epoch) return r;  // B = 0: the epoch ended
     REQUIRE(raw.inputs != nullptr);
     REQUIRE(raw.targets != nullptr);
-    Rows r;
     r.inputs = take(raw.inputs, r.B, r.T);
     int64_t B2 = 0, T2 = 0;
     r.targets = take(raw.targets, B2, T2);

@@ -19,6 +19,7 @@ Everything is computed in float64 with plain tensor operations, one attention he
     hf_reference.py write --arch ARCH --out DIR [--seed N] [--dtype F32|F16|BF16] [--shards N]
     hf_reference.py logits --model DIR --ids "1,2,3;4,5,6" [--out FILE]
     hf_reference.py sgd --model DIR --ids IDS --targets IDS --lr LR --steps N [--out FILE]
+    hf_reference.py greedy --model DIR --ids "1,2,3" --new N [--stop ID,ID] [--out FILE]
 
 ARCH: llama, llama3, llama_linear, mistral, qwen2, qwen3, gpt2. Needs only Python 3 and torch.
 """
@@ -166,6 +167,8 @@ def write(args):
     else:
         architecture, model_type, changes = CONFIGS[args.arch]
         config = dict(LLAMA, architectures=[architecture], model_type=model_type, **changes)
+        if args.vocab_size:
+            config["vocab_size"] = args.vocab_size
         tensors = random_llama(config, gen)
     config["torch_dtype"] = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[args.dtype]
     os.makedirs(args.out, exist_ok=True)
@@ -347,6 +350,21 @@ def sgd(args):
     emit({"losses": losses}, args.out)
 
 
+def greedy(args):
+    """Greedy decoding: append the arg max of the last position's logits, recomputing the whole
+    sequence each step (no cache), until --new tokens or a --stop id."""
+    params = read_folder(args.model)
+    ids = parse_ids(args.ids)[0]
+    stop = {int(t) for t in args.stop.split(",")} if args.stop else set()
+    new = []
+    for _ in range(args.new):
+        nxt = int(torch.argmax(logits_of(args.model, params, [ids + new])[0, -1]))
+        new.append(nxt)
+        if nxt in stop:
+            break
+    emit({"ids": new}, args.out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -356,6 +374,7 @@ def main():
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
     w.add_argument("--shards", type=int, default=1)
+    w.add_argument("--vocab-size", type=int, default=0, help="a vocabulary of this size instead of 64")
     lg = sub.add_parser("logits", help="float64 logits of a folder for token ids")
     lg.add_argument("--model", required=True)
     lg.add_argument("--ids", required=True)
@@ -367,8 +386,14 @@ def main():
     sg.add_argument("--lr", type=float, required=True)
     sg.add_argument("--steps", type=int, required=True)
     sg.add_argument("--out")
+    gr = sub.add_parser("greedy", help="greedy decoding from token ids")
+    gr.add_argument("--model", required=True)
+    gr.add_argument("--ids", required=True)
+    gr.add_argument("--new", type=int, required=True)
+    gr.add_argument("--stop", default="")
+    gr.add_argument("--out")
     args = ap.parse_args()
-    {"write": write, "logits": logits, "sgd": sgd}[args.command](args)
+    {"write": write, "logits": logits, "sgd": sgd, "greedy": greedy}[args.command](args)
 
 
 if __name__ == "__main__":

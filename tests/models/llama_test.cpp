@@ -155,7 +155,7 @@ TEST_CASE("llama checks its options and its inputs with messages that name the f
   CHECK(failure_message([] { make_model("llama", tiny(toml::table{{"n_kv_head", 3}})); })
             .find("n_kv_head (3) must divide n_head (4)") != std::string::npos);
   CHECK(failure_message([] { make_model("llama", tiny(toml::table{{"n_embd", 12}})); })
-            .find("head dim n_embd / n_head = 3 must be even") != std::string::npos);
+            .find("the head dim 3 must be even for rotary embeddings; change head_dim, n_embd or n_head") != std::string::npos);
   CHECK(failure_message([] { make_model("llama", tiny(toml::table{{"rope_theta", 0.0}})); }).find("rope_theta") !=
         std::string::npos);
   auto model = make_model("llama", tiny());

@@ -65,6 +65,30 @@ TEST_CASE("llama: documents packed into one row keep their own losses (rotary po
   check_packing(*model, 32, /*absolute_positions=*/false);
 }
 
+TEST_CASE("rows with an attention_mask send only labelled positions through the output layer, to the same loss") {
+  for (const std::string component : {"gpt", "llama"}) {
+    CAPTURE(component);
+    auto model = make_model(component, toml::table{{"vocab_size", 32}, {"n_layer", 2}, {"n_head", 2}, {"n_embd", 16},
+                                                   {"seq_len", 16}});
+    randomize(*model, 7);
+    const at::Tensor inputs = tokens(2, 12, 32, 5), targets = targets_with_ignored(2, 12, 32, 6);
+    const double full = loss_with(*model, inputs, targets, {});
+    const double selected = loss_with(*model, inputs, targets, {{"attention_mask", at::ones({2, 12}, at::kLong)}});
+    CHECK(selected == doctest::Approx(full).epsilon(1e-6));
+    // and the gradient is the same
+    const auto grads = [&](const loom::BatchFields& fields) {
+      const std::vector<loom::ModelParam> params = model->params();
+      for (const auto& p : params) p.tensor->mutable_grad() = at::Tensor();
+      model->forward(inputs, targets, fields).loss_sum.backward();
+      std::vector<at::Tensor> out;
+      for (const auto& p : params) out.push_back(p.tensor->grad().clone());
+      return out;
+    };
+    const auto a = grads({}), b = grads({{"attention_mask", at::ones({2, 12}, at::kLong)}});
+    for (size_t i = 0; i < a.size(); ++i) CHECK(at::allclose(a[i], b[i], 1e-5, 1e-6));
+  }
+}
+
 TEST_CASE("packing fields of the wrong kind are one clear error") {
   auto model = make_model("gpt", toml::table{{"vocab_size", 32}, {"n_layer", 1}, {"n_head", 2}, {"n_embd", 8},
                                              {"seq_len", 8}});

@@ -18,6 +18,7 @@
 #include "data_error.hpp"
 #include "format_error.hpp"
 #include "little_endian.hpp"
+#include "sentencepiece_tokenizer.hpp"
 #include "text_files.hpp"
 #include "token_file_format.hpp"
 
@@ -280,6 +281,7 @@ int decode(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  loom::tok::enable_sentencepiece();  // no LibTorch in this program: tokenizer.model folders work here
   try {
     const Args a = parse_args(argc, argv);
     if (a.help) {

@@ -26,27 +26,30 @@ inline at::Tensor causal_mask(int64_t block_size, const at::Device& device) {
   return at::zeros({block_size, block_size}).masked_fill(above, -INFINITY).to(device);         // (T, T)
 }
 
-// softmax(q k^T / sqrt(D) + mask) v, with dropout on the attention weights. mask: the shared
-// (T_max, T_max) causal bias, or (B, T, T), one per row (packed documents, packing.hpp).
-// q: (B, H, T, D); k, v: (B, K, T, D) with H a multiple of K (grouped-query attention: query
-// head h reads key/value head h / (H / K), as Hugging Face's repeat_kv). Returns (B, H, T, D).
+// softmax(q k^T / sqrt(D) + mask) v, with dropout on the attention weights.
+// q: (B, H, T, D); k, v: (B, K, S, D) with S >= T: the last T of the S positions are the
+// queries' own (S > T when earlier keys and values come from a decoding cache, kv_cache.hpp).
+// H is a multiple of K (grouped-query attention: query head h reads key/value head h / (H / K),
+// as Hugging Face's repeat_kv). mask: the shared (T_max, T_max) causal bias, whose rows S-T..S-1
+// and columns 0..S-1 apply, or (B, T, S), one per row (packed documents, packing.hpp).
+// Returns (B, H, T, D).
 // Scale and mask ride in one baddbmm (scores = mask + scale * q k^T): the textbook
 // matmul, * scale, masked_fill sequence makes two more passes over the (B, H, T, T) scores
 // forward and two backward, about 5% of a small gpt's step on CPU (tools/bench/compare).
 inline at::Tensor causal_attention(const at::Tensor& q, at::Tensor k, at::Tensor v, const at::Tensor& mask,
                                    double dropout_p, bool training) {
-  const int64_t B = q.size(0), H = q.size(1), K = k.size(1), T = q.size(2), D = q.size(3);
+  const int64_t B = q.size(0), H = q.size(1), K = k.size(1), T = q.size(2), S = k.size(2), D = q.size(3);
   if (K != H) {
-    k = k.repeat_interleave(H / K, /*dim=*/1);  // (B, H, T, D)
-    v = v.repeat_interleave(H / K, /*dim=*/1);  // (B, H, T, D)
+    k = k.repeat_interleave(H / K, /*dim=*/1);  // (B, H, S, D)
+    v = v.repeat_interleave(H / K, /*dim=*/1);  // (B, H, S, D)
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  const at::Tensor bias = mask.dim() == 3 ? mask.unsqueeze(1).expand({B, H, T, T}).reshape({B * H, T, T})
-                                          : mask.narrow(0, 0, T).narrow(1, 0, T).expand({B * H, T, T});  // (BH, T, T)
-  const at::Tensor scores = at::baddbmm(bias, q.reshape({B * H, T, D}), k.reshape({B * H, T, D}).transpose(1, 2),
-                                        /*beta=*/1.0, /*alpha=*/scale);                 // (BH, T, T)
-  const at::Tensor att = maybe_dropout(at::softmax(scores, -1), dropout_p, training);   // (BH, T, T)
-  return at::bmm(att, v.reshape({B * H, T, D})).view({B, H, T, D});                     // (B, H, T, D)
+  const at::Tensor bias = mask.dim() == 3 ? mask.unsqueeze(1).expand({B, H, T, S}).reshape({B * H, T, S})
+                                          : mask.narrow(0, S - T, T).narrow(1, 0, S).expand({B * H, T, S});  // (BH, T, S)
+  const at::Tensor scores = at::baddbmm(bias, q.reshape({B * H, T, D}), k.reshape({B * H, S, D}).transpose(1, 2),
+                                        /*beta=*/1.0, /*alpha=*/scale);                 // (BH, T, S)
+  const at::Tensor att = maybe_dropout(at::softmax(scores, -1), dropout_p, training);   // (BH, T, S)
+  return at::bmm(att, v.reshape({B * H, S, D})).view({B, H, T, D});                     // (B, H, T, D)
 }
 
 // How the rotary frequencies are stretched for contexts longer than the model was trained on,

@@ -20,14 +20,45 @@ class CausalLm : public loom::Model {
   }
 
   // Packed rows: position_ids and document_ids when the dataset gives them (packing.hpp).
+  // With an attention_mask (packed or padded rows) it reports how full the rows are: the
+  // fraction of positions that hold a token and the fraction that carry a label.
   at::Tensor loss_sum(const loom::BatchFields& batch) override {
     check_batch(component_.c_str(), batch.input_ids, batch.labels, seq_len_, vocab_size_);
-    return loom::token_loss_sum(forward(batch.input_ids, layout(batch)), batch.labels);
+    const at::Tensor* mask = batch.find("attention_mask");
+    if (!mask) return loom::token_loss_sum(forward(batch.input_ids, layout(batch)), batch.labels);
+    report("nonpad_fraction", mask->ne(0).to(at::kFloat).mean());
+    report("label_fraction", batch.labels.ne(LOOM_IGNORE_INDEX).to(at::kFloat).mean());
+    // Instruction rows label only the answers, and over a large vocabulary the output layer is
+    // most of the step (Qwen3's 151669 tokens at width 64: 99% of the FLOPs), so only labelled
+    // positions go through it. Selecting them costs a host sync on a GPU, hence only for
+    // batches that say they are such rows (attention_mask).
+    const at::Tensor labelled = batch.labels.ne(LOOM_IGNORE_INDEX);            // (B, T) bool
+    const at::Tensor h = hidden(batch.input_ids, layout(batch)).index({labelled});  // (N, C)
+    return loom::token_loss_sum(head(h).unsqueeze(0), batch.labels.index({labelled}).unsqueeze(0));
   }
 
   at::Tensor logits(const loom::BatchFields& batch) override {
     check_batch(component_.c_str(), batch.input_ids, batch.input_ids, seq_len_, vocab_size_);
     return forward(batch.input_ids, layout(batch));
+  }
+
+  // Generation (ABI 1.4): the new positions past .. past + T - 1 attend to the cached keys and
+  // values of the positions before them; the layers append their own.
+  at::Tensor decode(const at::Tensor& inputs, int64_t past) override {
+    if (past == 0) cache_ = KvCache();
+    if (past != cache_.length)
+      throw loom::Error(component_ + ": decode was given past = " + std::to_string(past) + " but holds " +
+                        std::to_string(cache_.length) + " positions; start a sequence with past = 0");
+    if (inputs.dim() != 2 || inputs.size(1) < 1 || past + inputs.size(1) > seq_len_)
+      throw loom::Error(component_ + ": decode takes (B, T) inputs with past + T at most seq_len = " + std::to_string(seq_len_) +
+                        "; start again from past = 0 with the newest tokens");
+    check_batch(component_.c_str(), inputs, inputs, seq_len_, vocab_size_);
+    at::NoGradGuard no_grad;
+    const int64_t B = inputs.size(0), T = inputs.size(1);
+    Layout layout{at::arange(past, past + T, inputs.options()).expand({B, T}), mask_, &cache_};
+    at::Tensor logits = forward(inputs, layout);
+    cache_.advance(T);
+    return logits;
   }
 
  protected:
@@ -38,8 +69,12 @@ class CausalLm : public loom::Model {
     vocab_size_ = vocab_size;
     mask_ = std::move(mask);
   }
+  // inputs: (B, T) -> the last layer's normalised output (B, T, C), before the output layer.
+  virtual at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const = 0;
+  // The output layer: (..., C) -> logits (..., V).
+  virtual at::Tensor head(const at::Tensor& x) const = 0;
   // inputs: (B, T) -> logits (B, T, V).
-  virtual at::Tensor forward(const at::Tensor& inputs, const Layout& layout) const = 0;
+  at::Tensor forward(const at::Tensor& inputs, const Layout& layout) const { return head(hidden(inputs, layout)); }
 
  private:
   Layout layout(const loom::BatchFields& batch) const { return layout_of(batch, mask_, seq_len_, component_.c_str()); }
@@ -47,6 +82,7 @@ class CausalLm : public loom::Model {
   std::string component_;
   int64_t seq_len_ = 0, vocab_size_ = 0;
   at::Tensor mask_;  // (T, T) float, -inf above the diagonal; a buffer
+  KvCache cache_;    // decode()'s keys and values; empty until generation
 };
 
 }  // namespace loom_gpt

@@ -6,7 +6,8 @@
 // a GptSpec: the `gpt` component fills it from manifest options, `hf_causal_lm` from a
 // GPT2LMHeadModel config.json.
 //
-// It is deliberately not a general transformer: no KV cache, no generation, no fused kernels.
+// It is deliberately not a general transformer: no fused kernels; generation (decode,
+// kv_cache.hpp) keeps every position's keys and values.
 //
 // Shapes: B = batch, T = sequence, C = channels (n_embd), H = heads, D = head dim (C / H),
 // F = MLP width (n_inner), L = n_layer, V = vocab_size, P = position table rows (n_positions).
@@ -14,6 +15,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "causal_lm.hpp"
@@ -101,30 +103,34 @@ class GptModel : public CausalLm {
   }
 
  private:
-  // inputs: (B, T) -> logits (B, T, V).
-  at::Tensor forward(const at::Tensor& inputs, const Layout& layout) const override {
+  // inputs: (B, T) -> the final LayerNorm's output (B, T, C).
+  at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const override {
     const int64_t C = s_.n_embd;
     const double eps = s_.layer_norm_eps;
     const at::Tensor positions = layout.positions.defined() ? layout.positions
                                                             : at::arange(inputs.size(1), inputs.options());  // (B, T) or (T)
     at::Tensor x = at::embedding(wte_, inputs) + at::embedding(wpe_, positions);  // (B, T, C)
     x = maybe_dropout(x, s_.dropout, training_);
-    for (const Block& b : blocks_) {
-      x = x + attention(b, at::layer_norm(x, {C}, b.ln_1_w, b.ln_1_b, eps), layout.mask);  // (B, T, C)
-      x = x + mlp(b, at::layer_norm(x, {C}, b.ln_2_w, b.ln_2_b, eps));                     // (B, T, C)
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      const Block& b = blocks_[i];
+      x = x + attention(b, i, at::layer_norm(x, {C}, b.ln_1_w, b.ln_1_b, eps), layout);  // (B, T, C)
+      x = x + mlp(b, at::layer_norm(x, {C}, b.ln_2_w, b.ln_2_b, eps));                   // (B, T, C)
     }
-    x = at::layer_norm(x, {C}, ln_f_w_, ln_f_b_, eps);  // (B, T, C)
-    return at::linear(x, wte_);                        // (B, T, V)
+    return at::layer_norm(x, {C}, ln_f_w_, ln_f_b_, eps);  // (B, T, C)
   }
 
-  // x: (B, T, C) after ln_1 -> the attention branch (B, T, C). mask: see causal_attention.
-  at::Tensor attention(const Block& b, const at::Tensor& x, const at::Tensor& mask) const {
+  at::Tensor head(const at::Tensor& x) const override { return at::linear(x, wte_); }  // (..., V), tied
+
+  // x: (B, T, C) after ln_1 -> the attention branch (B, T, C). Block `index` keeps its keys
+  // and values in layout.cache when decoding.
+  at::Tensor attention(const Block& b, size_t index, const at::Tensor& x, const Layout& layout) const {
     const int64_t B = x.size(0), T = x.size(1), C = s_.n_embd, H = s_.n_head, D = C / H;
     const std::vector<at::Tensor> qkv = conv1d(x, b.c_attn_w, b.c_attn_b).split(C, -1);  // 3 x (B, T, C)
     const at::Tensor q = qkv[0].view({B, T, H, D}).transpose(1, 2);                       // (B, H, T, D)
-    const at::Tensor k = qkv[1].view({B, T, H, D}).transpose(1, 2);                       // (B, H, T, D)
-    const at::Tensor v = qkv[2].view({B, T, H, D}).transpose(1, 2);                       // (B, H, T, D)
-    const at::Tensor y = causal_attention(q, k, v, mask, s_.dropout, training_);          // (B, H, T, D)
+    at::Tensor k = qkv[1].view({B, T, H, D}).transpose(1, 2);                             // (B, H, T, D)
+    at::Tensor v = qkv[2].view({B, T, H, D}).transpose(1, 2);                             // (B, H, T, D)
+    if (layout.cache) std::tie(k, v) = layout.cache->append(index, k, v);                 // (B, H, S, D) each
+    const at::Tensor y = causal_attention(q, k, v, layout.mask, s_.dropout, training_);   // (B, H, T, D)
     const at::Tensor merged = y.transpose(1, 2).reshape({B, T, C});                       // (B, T, C)
     return maybe_dropout(conv1d(merged, b.attn_proj_w, b.attn_proj_b), s_.dropout, training_);
   }

@@ -242,8 +242,11 @@ nlohmann::json llama_hf_config(const LlamaSpec& s) {
                     {"low_freq_factor", s.rope_scaling.low_freq_factor},
                     {"high_freq_factor", s.rope_scaling.high_freq_factor},
                     {"original_max_position_embeddings", int64_t(s.rope_scaling.original_max_positions)}};
-  return {{"architectures", {"LlamaForCausalLM"}},
-          {"model_type", "llama"},
+  // The Hugging Face class whose math this spec is: q/k norms make it Qwen3, q/k/v biases Qwen2.
+  const char* architecture = s.qk_norm ? "Qwen3ForCausalLM" : s.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  const char* model_type = s.qk_norm ? "qwen3" : s.qkv_bias ? "qwen2" : "llama";
+  return {{"architectures", {architecture}},
+          {"model_type", model_type},
           {"vocab_size", s.vocab_size},
           {"hidden_size", s.n_embd},
           {"intermediate_size", s.ffn_hidden},

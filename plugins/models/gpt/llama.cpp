@@ -6,7 +6,8 @@
 // names and (out, in) weight layouts are Hugging Face's. The `llama` component is the model
 // configured by manifest options.
 //
-// It is deliberately not a general transformer: no KV cache, no generation, no sliding window.
+// It is deliberately not a general transformer: no sliding window, no fused kernels; generation
+// (decode, kv_cache.hpp) keeps every position's keys and values.
 //
 // Shapes: B = batch, T = sequence, C = channels (n_embd), H = query heads, K = key/value heads,
 // D = head dim, F = MLP hidden width (ffn_hidden), L = n_layer, V = vocab_size.
@@ -16,6 +17,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "causal_lm.hpp"
@@ -114,28 +116,34 @@ class LlamaModel : public CausalLm {
   std::string hugging_face() const override { return nlohmann::json{{"config", llama_hf_config(s_)}}.dump(); }
 
  private:
-  // inputs: (B, T) -> logits (B, T, V).
-  at::Tensor forward(const at::Tensor& inputs, const Layout& layout) const override {
+  // inputs: (B, T) -> the final RMSNorm's output (B, T, C).
+  at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const override {
     at::Tensor x = at::embedding(embed_, inputs);  // (B, T, C)
-    for (const Layer& l : layers_) {
-      x = x + attention(l, rms_norm(x, l.input_norm, s_.rms_norm_eps), layout);  // (B, T, C)
-      x = x + mlp(l, rms_norm(x, l.post_norm, s_.rms_norm_eps));                 // (B, T, C)
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      x = x + attention(l, i, rms_norm(x, l.input_norm, s_.rms_norm_eps), layout);  // (B, T, C)
+      x = x + mlp(l, rms_norm(x, l.post_norm, s_.rms_norm_eps));                    // (B, T, C)
     }
-    return at::linear(rms_norm(x, norm_, s_.rms_norm_eps), lm_head_);  // (B, T, V)
+    return rms_norm(x, norm_, s_.rms_norm_eps);  // (B, T, C)
   }
 
-  // x: (B, T, C) after input_layernorm -> the attention branch (B, T, C).
-  at::Tensor attention(const Layer& l, const at::Tensor& x, const Layout& layout) const {
+  at::Tensor head(const at::Tensor& x) const override { return at::linear(x, lm_head_); }  // (..., V)
+
+  // x: (B, T, C) after input_layernorm -> the attention branch (B, T, C). Layer `index` keeps
+  // its rotated keys and values in layout.cache when decoding.
+  at::Tensor attention(const Layer& l, size_t index, const at::Tensor& x, const Layout& layout) const {
     const int64_t B = x.size(0), T = x.size(1), H = s_.n_head, K = s_.n_kv_head, D = s_.head_dim;
     at::Tensor q = linear(x, l.q_proj, l.q_bias).view({B, T, H, D}).transpose(1, 2);  // (B, H, T, D)
     at::Tensor k = linear(x, l.k_proj, l.k_bias).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
-    const at::Tensor v = linear(x, l.v_proj, l.v_bias).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
+    at::Tensor v = linear(x, l.v_proj, l.v_bias).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
     if (s_.qk_norm) {  // per head, over D, before the rotation (Qwen3)
       q = rms_norm(q, l.q_norm, s_.rms_norm_eps);
       k = rms_norm(k, l.k_norm, s_.rms_norm_eps);
     }
-    const at::Tensor y = causal_attention(rope_.apply(q, layout.positions), rope_.apply(k, layout.positions), v,
-                                          layout.mask, s_.dropout, training_);  // (B, H, T, D)
+    q = rope_.apply(q, layout.positions);
+    k = rope_.apply(k, layout.positions);
+    if (layout.cache) std::tie(k, v) = layout.cache->append(index, k, v);  // (B, K, S, D) each
+    const at::Tensor y = causal_attention(q, k, v, layout.mask, s_.dropout, training_);  // (B, H, T, D)
     const at::Tensor merged = y.transpose(1, 2).reshape({B, T, H * D});       // (B, T, H*D)
     return maybe_dropout(linear(merged, l.o_proj, l.o_bias), s_.dropout, training_);
   }
@@ -169,13 +177,15 @@ LlamaSpec spec_from_options(const loom::Config& c, const loom::Context& ctx) {
   s.dropout = c.f64("dropout");
   s.tie_embeddings = c.flag("tie_embeddings");
   s.init_std = c.f64("init_std");
+  s.qk_norm = c.flag("qk_norm");
+  s.qkv_bias = c.flag("qkv_bias");
   require(s.n_head >= 1, "llama: n_head must be at least 1, got " + std::to_string(s.n_head));
   require(s.n_embd >= 1 && s.n_embd % s.n_head == 0, "llama: n_embd (" + std::to_string(s.n_embd) +
                                                          ") must be a positive multiple of n_head (" +
                                                          std::to_string(s.n_head) + "); change n_embd or n_head");
-  s.head_dim = s.n_embd / s.n_head;
-  require(s.head_dim % 2 == 0, "llama: the head dim n_embd / n_head = " + std::to_string(s.head_dim) +
-                                   " must be even for rotary embeddings; change n_embd or n_head");
+  s.head_dim = c.i64("head_dim") > 0 ? c.i64("head_dim") : s.n_embd / s.n_head;
+  require(s.head_dim % 2 == 0, "llama: the head dim " + std::to_string(s.head_dim) +
+                                   " must be even for rotary embeddings; change head_dim, n_embd or n_head");
   s.seed = ctx.seed;
   return s;
 }
@@ -205,6 +215,11 @@ class Llama final : public LlamaModel {
                    "Use model.embed_tokens.weight as the output layer; no lm_head.weight."),
       loom::option("init_std", LOOM_OPTION_TYPE_FLOAT, "0.02",
                    "Std of the normal init; o_proj and down_proj get init_std / sqrt(2 n_layer)."),
+      loom::option("head_dim", LOOM_OPTION_TYPE_INT, "0", "Width of each head; 0: n_embd / n_head (Qwen3 sets it apart)."),
+      loom::option("qk_norm", LOOM_OPTION_TYPE_BOOL, "false",
+                   "RMSNorm on each head's queries and keys (Qwen3); exports as Qwen3ForCausalLM."),
+      loom::option("qkv_bias", LOOM_OPTION_TYPE_BOOL, "false",
+                   "Biases on q/k/v projections (Qwen2); without qk_norm exports as Qwen2ForCausalLM."),
   };
 
   Llama(const loom::Config& c, const loom::Context& ctx) : LlamaModel(spec_from_options(c, ctx), ctx) {}

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <string>
 
+#include "kv_cache.hpp"
+
 namespace loom_gpt {
 
 // Where each token sits and what it may attend to, for one micro-batch.
@@ -19,6 +21,7 @@ struct Layout {
   at::Tensor positions;  // (B, T) int64, or undefined: 0..T-1 on every row
   at::Tensor mask;       // additive attention bias: the model's shared (T_max, T_max) causal
                          // mask, or (B, T, T) when documents are packed
+  KvCache* cache = nullptr;  // decoding (CausalLm::decode): each layer's keys and values so far
 };
 
 // The layout the batch's fields ask for. causal: the model's (T_max, T_max) mask. Throws

@@ -16,7 +16,8 @@
  *   }
  *
  * History: 1.0 first release. 1.1 appended tracker resume/state, hook state and
- * loom_control.request_eval and request_rollback.
+ * loom_control.request_eval and request_rollback. 1.2 batch fields, model units and metrics,
+ * end of epoch. 1.3 model logits and hugging_face. 1.4 model decode (a key/value cache).
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -52,7 +53,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 3
+#define LOOM_ABI_MINOR 4
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"

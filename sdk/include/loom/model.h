@@ -92,6 +92,18 @@ typedef struct loom_model_hugging_face_args {
   const char* json; /* out */
 } loom_model_hugging_face_args;
 
+/* (ABI 1.4) Next-token logits for generation with the model's own key/value cache: the model
+   keeps the keys and values of the positions it has seen and computes only the new ones, so a
+   decoding step costs one position, not the whole sequence. One sequence set at a time. */
+typedef struct loom_model_decode_args {
+  size_t struct_size;
+  const loom_torch_tensor* inputs; /* borrowed for the call; int64 [B, T] on the run device: the
+                                      tokens at positions past .. past + T - 1 of each row */
+  int64_t past;                    /* positions already cached; 0 starts new sequences and drops
+                                      the cache. Any other value must equal what the model holds */
+  loom_torch_tensor* logits;       /* out; a host-owned slot: assign float [B, T, V] */
+} loom_model_decode_args;
+
 typedef struct loom_model_vtable {
   size_t struct_size;
   /* Required */
@@ -108,6 +120,9 @@ typedef struct loom_model_vtable {
   loom_status* (*logits)(loom_model* model, const loom_model_logits_args* args);
   /* (ABI 1.3) Optional: the model as a Hugging Face checkpoint (loom_model_hugging_face_args). */
   loom_status* (*hugging_face)(const loom_model* model, loom_model_hugging_face_args* args);
+  /* (ABI 1.4) Optional: cached next-token logits for generation (loom_model_decode_args);
+     without it `host generate` recomputes the whole sequence with `logits` each step. */
+  loom_status* (*decode)(loom_model* model, const loom_model_decode_args* args);
 } loom_model_vtable;
 
 LOOM_ABI_OFFSET(loom_param_view, flags, 3);
@@ -120,6 +135,9 @@ LOOM_ABI_OFFSET(loom_model_vtable, flops_per_token, 7);
 LOOM_ABI_OFFSET(loom_model_vtable, hugging_face, 9);
 LOOM_ABI_OFFSET(loom_model_logits_args, logits, 4);
 LOOM_ABI_OFFSET(loom_model_hugging_face_args, json, 1);
+LOOM_ABI_OFFSET(loom_model_vtable, decode, 10);
+LOOM_ABI_OFFSET(loom_model_decode_args, past, 2);
+LOOM_ABI_OFFSET(loom_model_decode_args, logits, 3);
 
 #ifdef __cplusplus
 }

@@ -95,6 +95,15 @@ class Model {
   // optionally "generation_config" and "files_from" (loom/model.h); "" when the model is not
   // a Hugging Face architecture. A model that does not override it has no callback.
   virtual std::string hugging_face() const { return ""; }
+  // (ABI 1.4) Generation with a key/value cache: the logits (B, T, V) of `inputs` (B, T), the
+  // tokens at positions past .. past + T - 1, given the keys and values the model kept from
+  // the calls before (past = 0 starts afresh). A model that does not override it has no decode
+  // callback, and `host generate` recomputes the sequence with logits() each step.
+  virtual at::Tensor decode(const at::Tensor& inputs, int64_t past) {
+    (void)inputs;
+    (void)past;
+    throw Error("this model keeps no key/value cache");
+  }
 
  protected:
   // Registers a parameter (in a fixed order) and returns a handle sharing its storage. The
@@ -173,6 +182,12 @@ struct ModelGlue {
       tensor(args.logits) = detail::self<Model>(m).logits(batch);
     });
   }
+  static loom_status* decode(loom_model* m, const loom_model_decode_args* in) {
+    return guard([&] {
+      const loom_model_decode_args args = read_in(in);
+      tensor(args.logits) = detail::self<Model>(m).decode(tensor(args.inputs), args.past);
+    });
+  }
   static loom_status* hugging_face(const loom_model* m, loom_model_hugging_face_args* out) {
     return guard([&] {
       const Model& model = detail::self<Model>(m);
@@ -187,6 +202,7 @@ namespace detail {
 LOOM_DETAIL_MEMBER_POINTER(flops_per_token)
 LOOM_DETAIL_MEMBER_POINTER(logits)
 LOOM_DETAIL_MEMBER_POINTER(hugging_face)
+LOOM_DETAIL_MEMBER_POINTER(decode)
 }  // namespace detail
 
 template <class T>
@@ -209,6 +225,9 @@ const void* Model::vtable() {
           : nullptr,
       detail::overridden<typename detail::hugging_face_pointer<T>::type, std::string (Model::*)() const>
           ? &ModelGlue<T>::hugging_face
+          : nullptr,
+      detail::overridden<typename detail::decode_pointer<T>::type, at::Tensor (Model::*)(const at::Tensor&, int64_t)>
+          ? &ModelGlue<T>::decode
           : nullptr};
   return &vt;
 }
