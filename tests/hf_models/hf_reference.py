@@ -17,6 +17,7 @@ Written from the published definitions, not from Loom's C++ or from transformers
 Everything is computed in float64 with plain tensor operations, one attention head at a time.
 
     hf_reference.py write --arch ARCH --out DIR [--seed N] [--dtype F32|F16|BF16] [--shards N]
+                          [--vocab-size V] [--max-positions P]
     hf_reference.py logits --model DIR --ids "1,2,3;4,5,6" [--out FILE]
     hf_reference.py sgd --model DIR --ids IDS --targets IDS --lr LR --steps N [--out FILE]
     hf_reference.py greedy --model DIR --ids "1,2,3" --new N [--stop ID,ID] [--out FILE]
@@ -169,6 +170,8 @@ def write(args):
         config = dict(LLAMA, architectures=[architecture], model_type=model_type, **changes)
         if args.vocab_size:
             config["vocab_size"] = args.vocab_size
+        if args.max_positions:
+            config["max_position_embeddings"] = args.max_positions
         tensors = random_llama(config, gen)
     config["torch_dtype"] = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[args.dtype]
     os.makedirs(args.out, exist_ok=True)
@@ -375,6 +378,7 @@ def main():
     w.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
     w.add_argument("--shards", type=int, default=1)
     w.add_argument("--vocab-size", type=int, default=0, help="a vocabulary of this size instead of 64")
+    w.add_argument("--max-positions", type=int, default=0, help="max_position_embeddings instead of 64 (not gpt2)")
     lg = sub.add_parser("logits", help="float64 logits of a folder for token ids")
     lg.add_argument("--model", required=True)
     lg.add_argument("--ids", required=True)

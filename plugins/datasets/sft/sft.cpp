@@ -38,12 +38,16 @@ std::vector<std::string> data_files(const std::string& list) {
     if (fs::is_directory(item, ec)) {
       std::vector<std::string> found;
       for (const auto& entry : fs::directory_iterator(item, ec))
-        if (entry.is_regular_file() && entry.path().extension() == ".jsonl") found.push_back(entry.path().string());
+        if (entry.path().extension() == ".jsonl" && loom::formats::is_regular_file(entry.path().string()))
+          found.push_back(entry.path().string());
       std::sort(found.begin(), found.end());
       if (found.empty()) throw loom::Error("sft: folder " + item + " holds no .jsonl file", LOOM_STATUS_CODE_INVALID_ARGUMENT);
       out.insert(out.end(), found.begin(), found.end());
-    } else if (loom::formats::path_exists(item)) {
+    } else if (loom::formats::is_regular_file(item)) {
       out.push_back(item);
+    } else if (loom::formats::path_exists(item)) {
+      throw loom::Error("sft: [data] files names " + item + ", which is not a regular file (a FIFO or a device is never read)",
+                        LOOM_STATUS_CODE_INVALID_ARGUMENT);
     } else {
       throw loom::Error("sft: [data] files names " + item + ", which does not exist", LOOM_STATUS_CODE_INVALID_ARGUMENT);
     }

@@ -14,12 +14,14 @@
 #include <stdexcept>
 #include <thread>
 
+#include "files.hpp"
+
 namespace loom::sft {
 
 namespace {
 
 constexpr char kMagic[8] = {'L', 'O', 'O', 'M', 'S', 'F', 'T', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: a checksum closes the file
 constexpr size_t kCounts = 7;
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 * kCounts;
 
@@ -97,6 +99,22 @@ uint64_t get_u64(const unsigned char* p) {
   return v;
 }
 
+// XXH64 of everything before the checksum: the header, the ids (little-endian) and the flags.
+uint64_t payload_checksum(const std::string& head, const TokenizedData& data) {
+  XXH64_state_t* state = XXH64_createState();
+  XXH64_reset(state, 0);
+  XXH64_update(state, head.data(), head.size());
+  std::string ids;
+  ids.reserve(4 * data.ids.size());
+  for (int32_t id : data.ids)
+    for (int i = 0; i < 4; ++i) ids += static_cast<char>((static_cast<uint32_t>(id) >> (8 * i)) & 0xFF);
+  XXH64_update(state, ids.data(), ids.size());
+  XXH64_update(state, data.trained.data(), data.trained.size());
+  const uint64_t sum = XXH64_digest(state);
+  XXH64_freeState(state);
+  return sum;
+}
+
 void write_cache(const TokenizedData& data, const std::string& path) {
   std::string head(kMagic, 8);
   for (int i = 0; i < 4; ++i) head += static_cast<char>((kVersion >> (8 * i)) & 0xFF);
@@ -112,6 +130,9 @@ void write_cache(const TokenizedData& data, const std::string& path) {
     for (int32_t id : data.ids)
       for (int i = 0; i < 4; ++i) out.put(static_cast<char>((static_cast<uint32_t>(id) >> (8 * i)) & 0xFF));
     out.write(reinterpret_cast<const char*>(data.trained.data()), static_cast<std::streamsize>(data.trained.size()));
+    std::string checksum;
+    put_u64(checksum, payload_checksum(head, data));
+    out.write(checksum.data(), 8);
     if (!out.flush()) throw std::runtime_error(tmp + ": write failed");
   }
   std::error_code ec;
@@ -119,20 +140,22 @@ void write_cache(const TokenizedData& data, const std::string& path) {
   if (ec) throw std::runtime_error(path + ": cannot move the cache into place: " + ec.message());
 }
 
-// The cache at `path`, or false when it is missing or not whole (it is then rebuilt).
+// The cache at `path`, or false when it is missing, not a regular file, or not whole: sizes,
+// offsets, ids and flags in range and the checksum equal (a damaged cache is rebuilt).
 bool read_cache(const std::string& path, TokenizedData& data) {
+  if (!formats::is_regular_file(path)) return false;  // never opens a FIFO or a device
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string bytes = buffer.str();
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  if (bytes.size() < kHeaderBytes || std::memcmp(p, kMagic, 8) != 0) return false;
+  if (bytes.size() < kHeaderBytes + 8 || std::memcmp(p, kMagic, 8) != 0 || get_u32(p + 8) != kVersion) return false;
   uint64_t counts[kCounts];
   for (size_t i = 0; i < kCounts; ++i) counts[i] = get_u64(p + 16 + 8 * i);
   const uint64_t samples = counts[0], tokens = counts[1];
   if (samples > bytes.size() / 8 || tokens > bytes.size() / 5) return false;
-  if (bytes.size() != kHeaderBytes + 8 * (samples + 1) + 5 * tokens) return false;
+  if (bytes.size() != kHeaderBytes + 8 * (samples + 1) + 5 * tokens + 8) return false;
   data.offsets.resize(samples + 1);
   for (uint64_t i = 0; i <= samples; ++i) {
     data.offsets[i] = get_u64(p + kHeaderBytes + 8 * i);
@@ -141,10 +164,16 @@ bool read_cache(const std::string& path, TokenizedData& data) {
   if (data.offsets[0] != 0 || data.offsets[samples] != tokens) return false;
   const unsigned char* ids = p + kHeaderBytes + 8 * (samples + 1);
   data.ids.resize(tokens);
-  for (uint64_t i = 0; i < tokens; ++i) data.ids[i] = static_cast<int32_t>(get_u32(ids + 4 * i));
+  for (uint64_t i = 0; i < tokens; ++i) {
+    data.ids[i] = static_cast<int32_t>(get_u32(ids + 4 * i));
+    if (data.ids[i] < 0) return false;
+  }
   data.trained.assign(ids + 4 * tokens, ids + 5 * tokens);
+  for (const uint8_t flag : data.trained)
+    if (flag > 1) return false;
   data.stats = {counts[2], counts[3], counts[4], counts[5], counts[6]};
-  return true;
+  const std::string head = bytes.substr(0, kHeaderBytes + 8 * (samples + 1));
+  return get_u64(ids + 5 * tokens) == payload_checksum(head, data);
 }
 
 }  // namespace
@@ -185,6 +214,8 @@ TokenizedData load_or_build(const BuildInputs& in, const std::string& cache_dir,
     log("tokenized samples from the cache " + path);
     return data;
   }
+  data = TokenizedData();
+  if (formats::path_exists(path)) log("the cache " + path + " is damaged or from another version; tokenizing again");
   const std::vector<Line> lines = read_lines(in.files);
   log("tokenizing " + std::to_string(lines.size()) + " samples on " + std::to_string(in.threads) + " thread(s)");
   std::vector<std::string> bad;

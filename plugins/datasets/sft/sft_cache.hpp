@@ -2,10 +2,11 @@
 // data, the tokenizer, the chat template and every option that changes the tokens. A resumed
 // run or a second run with the same key reads the file instead of tokenizing again.
 //
-// File (little-endian): "LOOMSFT1", u32 version, u32 0, then u64 counts (samples, tokens, lines,
-// bad_lines, too_long, no_trainable, truncated), u64 offsets[samples + 1], i32 ids[tokens],
-// u8 trained[tokens]. Written to a temporary name and renamed, so a reader sees all or nothing;
-// read back with every size and offset checked against the file's length.
+// File (little-endian): "LOOMSFT1", u32 version (2), u32 0, then u64 counts (samples, tokens,
+// lines, bad_lines, too_long, no_trainable, truncated), u64 offsets[samples + 1], i32
+// ids[tokens], u8 trained[tokens], u64 XXH64 of all before it. Written to a temporary name and
+// renamed, so a reader sees all or nothing; read back with every size, offset, id and flag
+// checked and the checksum compared, else tokenized again.
 #pragma once
 
 #include <cstdint>

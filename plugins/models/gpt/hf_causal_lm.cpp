@@ -77,7 +77,7 @@ class HfCausalLm final : public loom::Model {
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
     return inner_->loss_sum(inputs, targets);
   }
-  at::Tensor loss_sum(const loom::BatchFields& batch) override { return inner_->loss_sum(batch); }
+  at::Tensor loss_sum(const loom::BatchFields& batch) override { return part_loss_sum(*inner_, batch); }
   at::Tensor logits(const loom::BatchFields& batch) override { return inner_->logits(batch); }
   at::Tensor decode(const at::Tensor& inputs, int64_t past) override { return inner_->decode(inputs, past); }
   void set_training(bool training) override { inner_->set_training(training); }

@@ -119,6 +119,16 @@ class Model {
     for (Param& p : part.params_) params_.push_back(p);
     part.params_.clear();
   }
+  // For such a wrapper: the part's loss_sum inside this model's host call, so that what the part
+  // reports (report(), set_units()) reaches the host as this model's.
+  at::Tensor part_loss_sum(Model& part, const BatchFields& batch) {
+    part.forward_ = forward_;
+    struct Reset {
+      Model& part;
+      ~Reset() { part.forward_ = nullptr; }
+    } reset{part};
+    return part.loss_sum(batch);
+  }
   // The registered parameters by name, in order (tensors share storage with the model's).
   std::vector<std::pair<std::string, at::Tensor>> named_params() const {
     std::vector<std::pair<std::string, at::Tensor>> out;
