@@ -56,9 +56,14 @@ class CausalLm : public loom::Model {
     at::NoGradGuard no_grad;
     const int64_t B = inputs.size(0), T = inputs.size(1);
     Layout layout{at::arange(past, past + T, inputs.options()).expand({B, T}), mask_, &cache_};
-    at::Tensor logits = forward(inputs, layout);
-    cache_.advance(T);
-    return logits;
+    try {
+      at::Tensor logits = forward(inputs, layout);
+      cache_.advance(T);
+      return logits;
+    } catch (...) {
+      cache_ = KvCache();  // some layers may have appended: the cache no longer matches any past
+      throw;
+    }
   }
 
  protected:
