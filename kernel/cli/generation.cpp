@@ -28,17 +28,6 @@ int64_t pick(const at::Tensor& last_logits, const SamplingOptions& o, at::Genera
   return at::multinomial(probs, 1, /*replacement=*/false, gen).item<int64_t>();
 }
 
-}  // namespace
-
-void check_sampling(const SamplingOptions& o) {
-  if (!(o.temperature >= 0)) throw usage_failure("generate: --temperature must be 0 (greedy) or positive");
-  if (o.top_k < 0) throw usage_failure("generate: --top-k must be 0 (off) or positive");
-  if (!(o.top_p > 0 && o.top_p <= 1)) throw usage_failure("generate: --top-p must be in (0, 1]");
-  if (o.max_new_tokens < 1) throw usage_failure("generate: --max-new-tokens must be at least 1");
-}
-
-namespace {
-
 // Next-token logits (V) after `sequence`, computed the cheapest way the model allows: with its
 // key/value cache (ABI 1.4 decode) only the tokens the cache has not seen; without one, or once
 // the sequence outgrows the context, the newest `context` tokens from scratch.
@@ -75,6 +64,13 @@ class NextLogits {
 };
 
 }  // namespace
+
+void check_sampling(const SamplingOptions& o) {
+  if (!(o.temperature >= 0)) throw usage_failure("generate: --temperature must be 0 (greedy) or positive");
+  if (o.top_k < 0) throw usage_failure("generate: --top-k must be 0 (off) or positive");
+  if (!(o.top_p > 0 && o.top_p <= 1)) throw usage_failure("generate: --top-p must be in (0, 1]");
+  if (o.max_new_tokens < 1) throw usage_failure("generate: --max-new-tokens must be at least 1");
+}
 
 std::vector<int64_t> generate_tokens(ModelInstance& model, const std::vector<int64_t>& prompt, const SamplingOptions& o,
                                      const std::set<int64_t>& stop, const std::function<void(int64_t)>& on_token) {

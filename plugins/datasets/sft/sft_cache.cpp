@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "files.hpp"
 
@@ -133,11 +134,19 @@ void write_cache(const TokenizedData& data, const std::string& path) {
     std::string checksum;
     put_u64(checksum, payload_checksum(head, data));
     out.write(checksum.data(), 8);
-    if (!out.flush()) throw std::runtime_error(tmp + ": write failed");
+    if (!out.flush()) {
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);  // a full disk leaves no partial file behind
+      throw std::runtime_error(tmp + ": write failed");
+    }
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) throw std::runtime_error(path + ": cannot move the cache into place: " + ec.message());
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw std::runtime_error(path + ": cannot move the cache into place: " + ec.message());
+  }
 }
 
 // The cache at `path`, or false when it is missing, not a regular file, or not whole: sizes,
@@ -194,12 +203,16 @@ std::string cache_key(const BuildInputs& in) {
                         in.format.text_field, in.encode.train_on, in.encode.truncation, std::to_string(in.encode.max_length),
                         std::string(in.skip_bad_lines ? "skip" : "error")})
     add(s);
-  for (const auto& file : in.files) {
+  for (const auto& file : in.files) {  // streamed: a data file is never held whole for its hash
     add(file);
     std::ifstream f(file, std::ios::binary);
-    std::stringstream content;
-    content << f.rdbuf();
-    add(content.str());
+    std::vector<char> chunk(1 << 20);
+    uint64_t bytes = 0;
+    while (f.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || f.gcount() > 0) {
+      XXH64_update(state, chunk.data(), static_cast<size_t>(f.gcount()));
+      bytes += static_cast<uint64_t>(f.gcount());
+    }
+    XXH64_update(state, &bytes, sizeof bytes);
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH64_digest(state)));

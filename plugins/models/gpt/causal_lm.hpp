@@ -45,7 +45,7 @@ class CausalLm : public loom::Model {
   // Generation (ABI 1.4): the new positions past .. past + T - 1 attend to the cached keys and
   // values of the positions before them; the layers append their own.
   at::Tensor decode(const at::Tensor& inputs, int64_t past) override {
-    if (past == 0) cache_ = KvCache();
+    if (past == 0) cache_ = KvCache(seq_len_);
     if (past != cache_.length)
       throw loom::Error(component_ + ": decode was given past = " + std::to_string(past) + " but holds " +
                         std::to_string(cache_.length) + " positions; start a sequence with past = 0");
@@ -61,7 +61,7 @@ class CausalLm : public loom::Model {
       cache_.advance(T);
       return logits;
     } catch (...) {
-      cache_ = KvCache();  // some layers may have appended: the cache no longer matches any past
+      cache_ = KvCache(seq_len_);  // some layers may have appended: the cache no longer matches any past
       throw;
     }
   }
