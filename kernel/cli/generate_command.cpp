@@ -51,7 +51,12 @@ std::set<int64_t> stop_ids(const fs::path& folder, const tok::Tokenizer& tokeniz
   if (tokenizer.info().eos_id) out.insert(*tokenizer.info().eos_id);
   const std::string file = (folder / "generation_config.json").string();
   if (!formats::path_exists(file)) return out;
-  const nlohmann::json config = formats::read_json_object(file);
+  nlohmann::json config;
+  try {
+    config = formats::read_json_object(file);
+  } catch (const formats::FormatError& e) {
+    throw usage_failure(std::string("generate: ") + e.what() + "; fix the file or remove it (its eos_token_id are the stop ids)");
+  }
   const auto eos = config.find("eos_token_id");
   if (eos != config.end() && eos->is_number_integer()) out.insert(eos->get<int64_t>());
   if (eos != config.end() && eos->is_array())
@@ -167,8 +172,9 @@ int command_generate(const CommandLine& line) {
   if (line.tokenizer.empty() && !rebuilt->hugging_face_folder)
     throw usage_failure("generate: a run or checkpoint carries no tokenizer; pass --tokenizer DIR");
   const auto tokenizer = open_tokenizer(line.tokenizer.empty() ? folder.string() : line.tokenizer);
+  std::set<int64_t> stop = stop_ids(folder, *tokenizer);  // first: a bad generation_config.json is one line
   sampling.context = context_of(*rebuilt);
-  Session session{*rebuilt->model, *tokenizer, sampling, stop_ids(folder, *tokenizer), line.json};
+  Session session{*rebuilt->model, *tokenizer, sampling, std::move(stop), line.json};
 
   if (!line.chat) {
     for (const std::string& prompt : prompts) session.reply(prompt, /*raw=*/true);

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "generate_folders.hpp"
@@ -101,7 +102,15 @@ TEST_CASE("bad generate input is one line with exit 2") {
       {(std::filesystem::path(model) / "nope").string() + " --prompt x", "is neither a valid checkpoint"},
       {model + " --prompt x --tokenizer " + model + "/missing", "generate: tokenizer:"},
   };
-  for (const Case& c : cases) {
+  const auto broken = std::filesystem::path(model).parent_path() / "broken";
+  std::filesystem::create_directories(broken);
+  for (const auto& entry : std::filesystem::directory_iterator(model))
+    std::filesystem::copy_file(entry.path(), broken / entry.path().filename(), std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(broken / "generation_config.json") << "{bad";
+  const Case more[] = {{broken.string() + " --prompt x", "generation_config.json' line 1 is not valid JSON"}};
+  std::vector<Case> all(std::begin(cases), std::end(cases));
+  all.insert(all.end(), std::begin(more), std::end(more));
+  for (const Case& c : all) {
     CAPTURE(c.args);
     const auto r = run_host("generate " + c.args);
     CHECK(r.code == 2);
