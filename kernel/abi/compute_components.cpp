@@ -238,19 +238,22 @@ void OptimizerInstance::step(double lr, int64_t step) {
   check(vt_.step(handle_, &args), "step");
 }
 
-std::vector<std::pair<std::string, at::Tensor*>> OptimizerInstance::state() {
-  std::vector<std::pair<std::string, at::Tensor*>> out;
+std::vector<OptimizerInstance::StateTensor> OptimizerInstance::state() {
+  std::vector<StateTensor> out;
   const size_t count = vt_.state_count ? vt_.state_count(handle_) : 0;
   for (size_t i = 0; i < count && vt_.state_get; ++i) {
     loom_state_tensor view{};
     view.struct_size = sizeof(view);
+    view.elementwise_group = -1;
     check(vt_.state_get(handle_, i, &view), "state_get");
     if (view.name == nullptr || view.tensor == nullptr)
       throw runtime_failure(where() + ": state tensor " + std::to_string(i) + " has no name or tensor");
-    out.emplace_back(view.name, &tensor(view.tensor));
+    out.push_back({view.name, &tensor(view.tensor), view.elementwise_group});
   }
   return out;
 }
+
+uint64_t OptimizerInstance::requirements() const { return vt_.requirements; }
 
 double OptimizerInstance::base_lr() const {
   auto it = config_.values.find("lr");

@@ -87,8 +87,15 @@ class OptimizerInstance : public Instance<loom_optimizer_vtable, loom_optimizer>
  public:
   OptimizerInstance(const SlotConfig& slot, const RunContext& run, const loom_param_groups& groups);
   void step(double lr, int64_t step);
-  // Named state tensors (owned by the optimizer) for checkpoints.
-  std::vector<std::pair<std::string, at::Tensor*>> state();
+  struct StateTensor {
+    std::string name;
+    at::Tensor* tensor;         // owned by the optimizer
+    int64_t elementwise_group;  // -1, or the group whose (owned) params it follows element for element
+  };
+  // Named state tensors for checkpoints.
+  std::vector<StateTensor> state();
+  // LOOM_OPTIMIZER_* requirement bits (0 for a plugin older than ABI 1.5).
+  uint64_t requirements() const;
   // The "lr" option when the optimizer declares one; the schedule scales it.
   double base_lr() const;
 };

@@ -66,14 +66,17 @@ void fsync_path(const fs::path& path) {
 void write_checkpoint_index(const fs::path& dir, int64_t step, const CheckpointBackendRecord& backend) {
   nlohmann::json files = nlohmann::json::array();
   std::vector<fs::path> paths;
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.is_regular_file() && entry.path().filename() != kCheckpointIndexName) paths.push_back(entry.path());
+  // Recursive: a sharded checkpoint keeps each rank's files in its rank-<R> folder.
+  for (const auto& entry : fs::recursive_directory_iterator(dir))
+    if (entry.is_regular_file() && entry.path() != dir / kCheckpointIndexName) paths.push_back(entry.path());
   std::sort(paths.begin(), paths.end());
   for (const auto& path : paths) {
     fsync_path(path);
     const FileDigest d = digest(path);
-    files.push_back({{"path", path.filename().string()}, {"bytes", d.bytes}, {"xxh64", d.xxh64}});
+    files.push_back({{"path", path.lexically_relative(dir).generic_string()}, {"bytes", d.bytes}, {"xxh64", d.xxh64}});
   }
+  for (const auto& entry : fs::recursive_directory_iterator(dir))
+    if (entry.is_directory()) fsync_path(entry.path());
   nlohmann::json options = nlohmann::json::object();
   for (const auto& [key, value] : backend.options) std::visit([&](const auto& v) { options[key] = v; }, value);
   const nlohmann::json index = {{"format", "loom-checkpoint-index"},
@@ -127,7 +130,10 @@ std::optional<int64_t> verify_checkpoint(const fs::path& dir, std::string* why) 
     if (index.at("version").get<int>() > kIndexVersion)
       throw std::runtime_error("index version " + index.at("version").dump() + " is newer than this host");
     for (const auto& file : index.at("files")) {
-      const fs::path data = dir / file.at("path").get<std::string>();
+      const fs::path relative = fs::path(file.at("path").get<std::string>()).lexically_normal();
+      if (relative.empty() || relative.is_absolute() || *relative.begin() == "..")
+        throw std::runtime_error("the index names " + relative.string() + ", outside the checkpoint folder");
+      const fs::path data = dir / relative;
       if (!fs::exists(data)) throw std::runtime_error(file.at("path").get<std::string>() + " is missing");
       const FileDigest d = digest(data);
       if (d.bytes != file.at("bytes").get<uint64_t>())

@@ -10,6 +10,7 @@
 #include "base/failure.hpp"
 #include "checkpoint/backend_from_index.hpp"
 #include "checkpoint/checkpoint_index.hpp"
+#include "checkpoint/sharded_checkpoint.hpp"
 
 namespace fs = std::filesystem;
 
@@ -94,12 +95,12 @@ std::optional<fs::path> newest_valid_checkpoint(const fs::path& dir) {
 
 LoadedCheckpoint CheckpointManager::load(const fs::path& checkpoint) {
   const CheckpointBackendRecord record = read_checkpoint_backend(checkpoint);
-  if (record.use == backend_.component().name) return backend_.load(checkpoint.string());
+  if (record.use == backend_.component().name) return read_checkpoint(backend_, checkpoint);
   // Written by another backend (the manifest swapped it): read with that one, write with ours.
   auto reader = open_backend(record, registry_, checkpoint);
   spdlog::info("reading {} with backend {} (it wrote it); new checkpoints use {}", checkpoint.string(), record.use,
                backend_.component().name);
-  return reader->load(checkpoint.string());
+  return read_checkpoint(*reader, checkpoint);
 }
 
 void CheckpointManager::save(Snapshot snapshot) {
@@ -127,22 +128,99 @@ void CheckpointManager::wait() {
   }
 }
 
-void CheckpointManager::write(const Snapshot& snapshot) {
+void CheckpointManager::save_part(Snapshot part, Communicator& comm, std::chrono::milliseconds timeout) {
+  wait();
+  last_saved_step_ = part.step;
+  if (comm.rank() == 0) fresh_tmp_dir(part.step);
+  at::Tensor ready = at::ones({1});
+  comm.allreduce_sum(ready);  // every rank writes into the folder rank 0 just made
+  const std::string report_key = "loom/checkpoint/" + std::to_string(++parts_saved_) + "/rank-";
+  if (!settings_.async) {
+    write_part(part, comm, timeout, report_key);
+    return;
+  }
+  writer_ = std::thread([this, s = std::move(part), &comm, timeout, report_key] {
+    try {
+      write_part(s, comm, timeout, report_key);
+    } catch (...) {
+      failure_ = std::current_exception();  // read by wait() after join
+    }
+  });
+}
+
+void CheckpointManager::write_part(const Snapshot& part, Communicator& comm, std::chrono::milliseconds timeout,
+                                   const std::string& report_key) {
   const auto started = std::chrono::steady_clock::now();
-  const fs::path final_dir = dir_ / ("step-" + std::to_string(snapshot.step));
-  const fs::path tmp_dir = dir_ / ("step-" + std::to_string(snapshot.step) + ".tmp");
+  const fs::path tmp_dir = dir_ / ("step-" + std::to_string(part.step) + ".tmp");
+  const auto write_mine = [&] {
+    try {
+      const fs::path mine = tmp_dir / rank_folder_name(comm.rank());
+      fs::create_directory(mine);
+      backend_.save(mine.string(), part.tensors, part.metadata_json);
+      test_delay();
+    } catch (const std::exception& e) {
+      comm.store_set(report_key + std::to_string(comm.rank()), std::string("failed: ") + e.what());
+      throw;
+    }
+    comm.store_set(report_key + std::to_string(comm.rank()), "ok");
+  };
+  if (comm.rank() != 0) {
+    write_mine();
+    return;
+  }
+  commit(tmp_dir, part.step, [&] {
+    write_mine();
+    std::vector<std::string> keys;
+    for (int r = 0; r < comm.world_size(); ++r) keys.push_back(report_key + std::to_string(r));
+    std::vector<std::string> reports;
+    try {
+      reports = comm.store_wait(keys, timeout);
+    } catch (const Failure&) {
+      throw runtime_failure("checkpoint at step " + std::to_string(part.step) + ": not every rank reported its part within " +
+                            std::to_string(timeout.count() / 1000) + " s; the previous checkpoints are untouched");
+    }
+    for (int r = 0; r < comm.world_size(); ++r)
+      if (reports[static_cast<size_t>(r)] != "ok")
+        throw runtime_failure("checkpoint at step " + std::to_string(part.step) + ": rank " + std::to_string(r) +
+                              " could not write its part (" + reports[static_cast<size_t>(r)] + ")");
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  spdlog::info("saved {} from {} ranks ({:.2f} s)", (dir_ / ("step-" + std::to_string(part.step))).string(),
+               comm.world_size(), seconds);
+  rotate();
+}
+
+fs::path CheckpointManager::fresh_tmp_dir(int64_t step) {
+  const fs::path tmp_dir = dir_ / ("step-" + std::to_string(step) + ".tmp");
   std::error_code ec;
   fs::remove_all(tmp_dir, ec);  // debris of a save that crashed at this very step
   if (!fs::create_directory(tmp_dir, ec) || ec)
     throw runtime_failure(tmp_dir.string() + ": cannot create: " + (ec ? ec.message() : "exists") +
                           "; check that the checkpoint directory is writable and has space");
-  try {
+  return tmp_dir;
+}
+
+void CheckpointManager::write(const Snapshot& snapshot) {
+  const auto started = std::chrono::steady_clock::now();
+  const fs::path tmp_dir = fresh_tmp_dir(snapshot.step);
+  commit(tmp_dir, snapshot.step, [&] {
     backend_.save(tmp_dir.string(), snapshot.tensors, snapshot.metadata_json);
     test_delay();
-    write_checkpoint_index(tmp_dir, snapshot.step, {backend_.component().name, backend_.config().values});
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  spdlog::info("saved {} ({:.2f} s)", (dir_ / ("step-" + std::to_string(snapshot.step))).string(), seconds);
+  rotate();
+}
+
+void CheckpointManager::commit(const fs::path& tmp_dir, int64_t step, const std::function<void()>& fill) {
+  const fs::path final_dir = dir_ / ("step-" + std::to_string(step));
+  std::error_code ec;
+  try {
+    fill();
+    write_checkpoint_index(tmp_dir, step, {backend_.component().name, backend_.config().values});
     if (fs::exists(final_dir)) {
       // Only a run that resumed from an earlier step gets here; the old one is replaced.
-      const fs::path old_dir = dir_ / ("step-" + std::to_string(snapshot.step) + ".old");
+      const fs::path old_dir = dir_ / ("step-" + std::to_string(step) + ".old");
       fs::remove_all(old_dir);
       fs::rename(final_dir, old_dir);
       fs::rename(tmp_dir, final_dir);
@@ -153,14 +231,11 @@ void CheckpointManager::write(const Snapshot& snapshot) {
     fsync_path(dir_);
   } catch (const fs::filesystem_error& e) {
     fs::remove_all(tmp_dir, ec);
-    throw runtime_failure(std::string("checkpoint at step ") + std::to_string(snapshot.step) + ": " + e.what());
+    throw runtime_failure(std::string("checkpoint at step ") + std::to_string(step) + ": " + e.what());
   } catch (...) {
     fs::remove_all(tmp_dir, ec);  // the previous checkpoints stay as they were
     throw;
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  spdlog::info("saved {} ({:.2f} s)", final_dir.string(), seconds);
-  rotate();
 }
 
 void CheckpointManager::rotate() {

@@ -5,9 +5,16 @@
 // moment leaves either the previous checkpoints untouched or a .tmp directory that is not a
 // checkpoint. With async, the tensors are copied at the step boundary and a background thread
 // writes them while training goes on; at most one save is in flight.
+//
+// A sharded run (sharded_checkpoint.hpp) saves in parallel: every rank writes its own part
+// into <dir>/step-N.tmp/rank-<R>/ and reports through the run's c10d store; rank 0 commits
+// the index only when every rank reported success, so a rank that dies mid-save leaves the
+// previous checkpoints as they were.
 #pragma once
 
+#include <chrono>
 #include <exception>
+#include <functional>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -18,6 +25,7 @@
 #include "abi/registry.hpp"
 #include "checkpoint/checkpoint_settings.hpp"
 #include "checkpoint/snapshot.hpp"
+#include "dist/communicator.hpp"
 
 namespace loom {
 
@@ -40,6 +48,9 @@ class CheckpointManager {
   bool due(int64_t step) const { return settings_.every > 0 && step % settings_.every == 0; }
   // Saves (in the background when async); waits first for the previous save.
   void save(Snapshot snapshot);
+  // Sharded: every rank calls this at the same step with its part (train/run_state.hpp
+  // capture_shard_part). Rank 0 gives up after `timeout` without every rank's report.
+  void save_part(Snapshot part, Communicator& comm, std::chrono::milliseconds timeout);
   // Waits for the save in flight and rethrows its failure.
   void wait();
   // The step of the latest save started (it may still be in flight).
@@ -47,6 +58,11 @@ class CheckpointManager {
 
  private:
   void write(const Snapshot& snapshot);  // the whole atomic commit, on either thread
+  void write_part(const Snapshot& part, Communicator& comm, std::chrono::milliseconds timeout,
+                  const std::string& report_key);
+  std::filesystem::path fresh_tmp_dir(int64_t step);  // removes a crashed save's debris
+  // Runs fill (which writes the files into tmp_dir), then the index and the rename.
+  void commit(const std::filesystem::path& tmp_dir, int64_t step, const std::function<void()>& fill);
   void rotate();
 
   CheckpointSettings settings_;
@@ -56,6 +72,7 @@ class CheckpointManager {
   std::thread writer_;
   std::exception_ptr failure_;
   int64_t last_saved_step_ = -1;
+  int64_t parts_saved_ = 0;  // sharded saves so far: the same count on every rank
 };
 
 // The newest valid checkpoint (step-N folder) in dir, warning about each invalid one skipped.

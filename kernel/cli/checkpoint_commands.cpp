@@ -12,6 +12,7 @@
 #include "abi/plugin_loader.hpp"
 #include "base/failure.hpp"
 #include "checkpoint/backend_from_index.hpp"
+#include "checkpoint/sharded_checkpoint.hpp"
 #include "checkpoint/checkpoint_index.hpp"
 #include "cli/commands.hpp"
 
@@ -50,7 +51,7 @@ int command_checkpoint_inspect(const CommandLine& line) {
   const std::string& dir = line.args.at(0);
   const bool json = line.json;
   auto opened = open_checkpoint(dir);
-  const LoadedCheckpoint loaded = opened->backend->load(dir);
+  const LoadedCheckpoint loaded = read_checkpoint(*opened->backend, dir);
   nlohmann::json metadata = nlohmann::json::parse(loaded.metadata_json, nullptr, /*allow_exceptions=*/false);
   if (json) {
     nlohmann::json out = {{"path", dir},
@@ -94,7 +95,7 @@ int command_checkpoint_export(const CommandLine& line) {
   auto source = open_checkpoint(dir);
   if (!source->step)
     throw runtime_failure(dir + ": not a valid checkpoint (" + source->invalid_reason + "); export another one");
-  const LoadedCheckpoint loaded = source->backend->load(dir);
+  const LoadedCheckpoint loaded = read_checkpoint(*source->backend, dir);
   NamedTensors weights;  // model weights alone, under the model's own (Hugging Face) names
   for (const auto& [name, t] : loaded.tensors)
     if (name.rfind("model/", 0) == 0) weights.emplace_back(name.substr(6), t);

@@ -10,6 +10,7 @@
 #include "abi/plugin_loader.hpp"
 #include "base/failure.hpp"
 #include "checkpoint/backend_from_index.hpp"
+#include "checkpoint/sharded_checkpoint.hpp"
 #include "checkpoint/checkpoint_index.hpp"
 #include "checkpoint/checkpoint_manager.hpp"
 #include "config/manifest.hpp"
@@ -99,7 +100,7 @@ std::unique_ptr<RebuiltModel> rebuild_model(const fs::path& source, const std::s
   load_plugins(registry, plugin_search_path({}), /*keep_going=*/true);
   const fs::path checkpoint = checkpoint_of(source, registry, command);
   const auto backend = open_backend(read_checkpoint_backend(checkpoint), registry, checkpoint);
-  const LoadedCheckpoint loaded = backend->load(checkpoint.string());
+  const LoadedCheckpoint loaded = read_checkpoint(*backend, checkpoint);
   const RestoredRun run = read_restored_run(loaded, checkpoint.string());
 
   const ManifestFile manifest_file(run.resolved_manifest);

@@ -161,7 +161,14 @@ const HostTable<DistributedSettings>& distributed_table() {
        option("bucket_mb", &S::bucket_mb, "Gradient all-reduce bucket size in MB.", {above(0.0)}),
        option("timeout_s", &S::timeout_s,
               "Seconds to wait for the other ranks (meeting, every collective) before failing the run.",
-              {above(0.0)})}};
+              {above(0.0)}),
+       option("shard", &S::shard,
+              "What the ranks split instead of each holding it whole: \"none\" (replicated), \"optimizer\" "
+              "(ZeRO-1: each rank keeps and updates 1/N of the optimizer state, then parameters are all-gathered) "
+              "or \"gradients\" (ZeRO-2: gradients are also reduced only to the rank that owns them). "
+              "Checkpoints are then written by every rank in parallel; any mode resumes any other at any world "
+              "size. README \"Sharding\" has the measured trade-offs.",
+              {one_of({"none", "optimizer", "gradients"})})}};
   return table;
 }
 

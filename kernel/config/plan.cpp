@@ -229,8 +229,9 @@ RunPlan resolve_plan(const Manifest& manifest, const Registry& registry) {
   resolve_host_table(manifest.root, export_table(), /*always=*/false, plan.hf_export, resolved);
   plan.hf_export.enabled = manifest.root.get(export_table().name) != nullptr;
   plan.resolved_manifest = to_toml_text(resolved);
-  plan.manifest_changes = [current = plan.resolved_manifest](const std::string& saved, const std::string& checkpoint) {
-    return check_resume_manifest(saved, current, checkpoint);
+  plan.manifest_changes = [current = plan.resolved_manifest](const std::string& saved, const std::string& checkpoint,
+                                                              int saved_world, int current_world) {
+    return check_resume_manifest(saved, current, checkpoint, saved_world, current_world);
   };
   return plan;
 }

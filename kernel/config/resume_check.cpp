@@ -36,16 +36,34 @@ bool breaking(const std::string& key) {
   return false;
 }
 
+// data.batch_size x run.grad_accum, or 0 when the batch size is not set there.
+int64_t rows_per_rank(const std::map<std::string, std::string>& flat) {
+  const auto number = [&](const char* key, int64_t fallback) {
+    auto it = flat.find(key);
+    if (it == flat.end()) return fallback;
+    try {
+      return static_cast<int64_t>(std::stoll(it->second));
+    } catch (const std::exception&) {
+      return int64_t{0};
+    }
+  };
+  return number("data.batch_size", 0) * number("run.grad_accum", 1);
+}
+
 }  // namespace
 
 std::vector<std::string> check_resume_manifest(const std::string& saved_toml, const std::string& current_toml,
-                                               const std::string& checkpoint) {
+                                               const std::string& checkpoint, int saved_world, int current_world) {
   std::map<std::string, std::string> saved, current;
   flatten(toml::parse(saved_toml), "", saved);
   flatten(toml::parse(current_toml), "", current);
+  const bool same_rows = saved_world != current_world &&
+                         saved_world * rows_per_rank(saved) == current_world * rows_per_rank(current) &&
+                         rows_per_rank(saved) > 0;
   std::vector<std::string> harmless;
   auto report = [&](const std::string& key, const std::string& before, const std::string& after) {
-    if (breaking(key))
+    const bool regrouped = same_rows && (key == "data.batch_size" || key == "run.grad_accum");
+    if (breaking(key) && !regrouped)
       throw usage_failure(checkpoint + ": cannot resume: " + key + " was " + before + " and is now " + after +
                           ", which would not continue the same run; restore it, or start a new run "
                           "(another run.name, or [checkpoint] resume = \"none\" in a fresh directory)");

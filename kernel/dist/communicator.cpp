@@ -141,6 +141,44 @@ void Communicator::broadcast(at::Tensor& t, int root) {
   });
 }
 
+void Communicator::start_reduce(at::Tensor& t, int root) {
+  LOOM_NCCL_OR(t, nccl_->reduce(t, root));  // stream-ordered: nothing to wait for
+  // Gloo in LibTorch 1.13 has no reduce-scatter: one reduce per owner's piece is the same
+  // traffic, in more (but overlapping) operations.
+  guarded("gradient reduce", [&] {
+    std::vector<at::Tensor> one{t};
+    c10d::ReduceOptions options;
+    options.rootRank = root;
+    pending_.push_back(group_->reduce(one, options));
+  });
+}
+
+void Communicator::allgather_chunks(at::Tensor& buffer) {
+  LOOM_NCCL_OR(buffer, nccl_->allgather(buffer));
+  guarded("parameter all-gather", [&] {
+    std::vector<std::vector<at::Tensor>> outputs{buffer.chunk(env_.world_size)};
+    std::vector<at::Tensor> input{outputs[0][static_cast<size_t>(env_.rank)]};
+    group_->allgather(outputs, input)->wait();
+  });
+}
+
+void Communicator::store_set(const std::string& key, const std::string& value) {
+  guarded("store", [&] { store_->set(key, std::vector<uint8_t>(value.begin(), value.end())); });
+}
+
+std::vector<std::string> Communicator::store_wait(const std::vector<std::string>& keys,
+                                                  std::chrono::milliseconds timeout) {
+  std::vector<std::string> out;
+  guarded("store", [&] {
+    store_->wait(keys, timeout);
+    for (const auto& key : keys) {
+      const std::vector<uint8_t> value = store_->get(key);
+      out.emplace_back(value.begin(), value.end());
+    }
+  });
+  return out;
+}
+
 std::vector<std::string> Communicator::allgather_bytes(const std::string& mine) {
   // Sizes first, then every rank's bytes padded to the largest.
   at::Tensor sizes = at::zeros({env_.world_size}, at::kLong);

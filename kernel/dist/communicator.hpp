@@ -40,6 +40,14 @@ class Communicator {
   void start_allreduce(at::Tensor& t);
   void wait_all();
   void broadcast(at::Tensor& t, int root);
+  // Starts summing t into root's t (a piece of a reduce-scatter); wait_all() waits.
+  void start_reduce(at::Tensor& t, int root);
+  // buffer holds world_size equal chunks: every rank's own chunk reaches every rank.
+  void allgather_chunks(at::Tensor& buffer);
+  // The run's c10d store, for agreement off the main thread (a sharded save's commit).
+  void store_set(const std::string& key, const std::string& value);
+  // Waits for every key, or throws after timeout; returns their values.
+  std::vector<std::string> store_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   // Every rank's bytes, in rank order.
   std::vector<std::string> allgather_bytes(const std::string& mine);
 

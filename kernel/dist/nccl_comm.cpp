@@ -41,7 +41,8 @@ struct NcclComm::Impl {
   ncclComm_t comm = nullptr;
 };
 
-NcclComm::NcclComm(c10d::Store& store, int rank, int world_size, int device) : impl_(std::make_unique<Impl>()) {
+NcclComm::NcclComm(c10d::Store& store, int rank, int world_size, int device)
+    : impl_(std::make_unique<Impl>()), rank_(rank), world_size_(world_size) {
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
   ncclUniqueId id;
   const std::string key = "loom/nccl_unique_id";
@@ -72,6 +73,24 @@ void NcclComm::broadcast(at::Tensor& t, int root) {
   check_nccl(ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t.scalar_type()),
                            root, impl_->comm, /*stream=*/nullptr),
              "ncclBroadcast");
+}
+
+void NcclComm::reduce(at::Tensor& t, int root) {
+  if (!t.is_cuda() || !t.is_contiguous()) throw runtime_failure("nccl: reduce needs a contiguous CUDA tensor");
+  check_nccl(ncclReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t.scalar_type()), ncclSum,
+                        root, impl_->comm, /*stream=*/nullptr),
+             "ncclReduce");
+}
+
+void NcclComm::allgather(at::Tensor& buffer) {
+  if (!buffer.is_cuda() || !buffer.is_contiguous() || buffer.numel() % world_size_ != 0)
+    throw runtime_failure("nccl: all-gather needs a contiguous CUDA buffer of world_size equal chunks");
+  const int64_t chunk = buffer.numel() / world_size_;
+  // In place: NCCL allows sendbuff == recvbuff + rank * sendcount.
+  const at::Tensor mine = buffer.narrow(0, chunk * rank_, chunk);
+  check_nccl(ncclAllGather(mine.data_ptr(), buffer.data_ptr(), static_cast<size_t>(chunk),
+                           nccl_type(buffer.scalar_type()), impl_->comm, /*stream=*/nullptr),
+             "ncclAllGather");
 }
 
 }  // namespace loom

@@ -16,6 +16,8 @@ namespace loom {
 class NcclComm {
  public:
   NcclComm(c10d::Store& store, int rank, int world_size, int device);
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -24,10 +26,15 @@ class NcclComm {
   // work sees the result without a host wait.
   void allreduce(at::Tensor& t, bool max);
   void broadcast(at::Tensor& t, int root);
+  // Sums t into root's t (other ranks' t is left undefined).
+  void reduce(at::Tensor& t, int root);
+  // buffer holds world_size equal chunks; this rank's chunk goes to every rank (in place).
+  void allgather(at::Tensor& buffer);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  int rank_, world_size_;
 };
 
 }  // namespace loom

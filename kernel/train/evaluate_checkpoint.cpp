@@ -4,6 +4,7 @@
 
 #include "base/failure.hpp"
 #include "checkpoint/backend_from_index.hpp"
+#include "checkpoint/sharded_checkpoint.hpp"
 #include "checkpoint/checkpoint_manager.hpp"
 #include "train/device.hpp"
 #include "train/evaluator.hpp"
@@ -48,7 +49,7 @@ CheckpointEvaluation evaluate_checkpoint(const RunPlan& plan, const fs::path& gi
   ModelInstance model(plan.model, context);
   DatasetInstance data(plan.eval_data, context);
   const auto backend = open_backend(read_checkpoint_backend(out.checkpoint), *plan.registry, out.checkpoint);
-  const LoadedCheckpoint loaded = backend->load(out.checkpoint.string());
+  const LoadedCheckpoint loaded = read_checkpoint(*backend, out.checkpoint);
   out.step = read_restored_run(loaded, out.checkpoint.string()).step;
   restore_model(model, loaded, out.checkpoint.string());
   spdlog::info("evaluating {} (step {}) on [eval_data] {}, {} batches", out.checkpoint.string(), out.step,

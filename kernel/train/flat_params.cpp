@@ -8,7 +8,25 @@
 
 namespace loom {
 
-FlatParams::FlatParams(const std::vector<ModelParam>& params) {
+ShardMode shard_mode_from_name(const std::string& name) {
+  if (name == "none") return ShardMode::none;
+  if (name == "optimizer") return ShardMode::optimizer;
+  if (name == "gradients") return ShardMode::gradients;
+  throw usage_failure("[distributed] shard = \"" + name + "\": use \"none\", \"optimizer\" or \"gradients\"");
+}
+
+const char* shard_mode_name(ShardMode mode) {
+  switch (mode) {
+    case ShardMode::optimizer: return "optimizer";
+    case ShardMode::gradients: return "gradients";
+    default: return "none";
+  }
+}
+
+FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) : shard_(shard) {
+  if (shard_.world_size < 1 || shard_.rank < 0 || shard_.rank >= shard_.world_size)
+    throw runtime_failure("flat parameters: rank " + std::to_string(shard_.rank) + " of " +
+                          std::to_string(shard_.world_size));
   // Group by (device, dtype), keeping reverse registration order inside each group.
   std::map<std::string, std::vector<const ModelParam*>> by_group;
   std::vector<std::string> order;
@@ -21,14 +39,22 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params) {
     by_group[key].push_back(&*it);
   }
   at::NoGradGuard no_grad;
+  const int64_t world = shard_.world_size;
   for (const auto& key : order) {
     auto group = std::make_unique<Group>();
     const auto& members = by_group[key];
-    int64_t total = 0;
-    for (const ModelParam* p : members) total += p->tensor->numel();
+    for (const ModelParam* p : members) group->numel += p->tensor->numel();
+    // Padding to a multiple of the world size gives every rank an equal chunk to all-gather.
+    const int64_t padded = sharded() ? (group->numel + world - 1) / world * world : group->numel;
     const at::TensorOptions options = members.front()->tensor->options().requires_grad(false);
-    group->params = at::empty({total}, options);
-    group->grads = at::zeros({total}, options);
+    group->params = at::zeros({padded}, options);
+    group->grads = at::zeros({padded}, options);
+    const int64_t chunk = padded / world;
+    group->owned = OwnedSlice{0, group->numel};
+    if (sharded()) {
+      group->owned.start = std::min(group->numel, chunk * shard_.rank);
+      group->owned.length = std::min(group->numel, group->owned.start + chunk) - group->owned.start;
+    }
     int64_t offset = 0;
     for (const ModelParam* p : members) {
       at::Tensor& param = *p->tensor;
@@ -37,28 +63,14 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params) {
       view.copy_(param.detach());
       param.set_data(view);
       param.mutable_grad() = group->grads.narrow(0, offset, n).view(param.sizes());
-      auto segment = std::make_unique<Segment>();
-      segment->name = p->name;
-      segment->shape = param.sizes().vec();
-      loom_param_segment& abi = segment->abi;
-      abi = loom_param_segment{};
-      abi.struct_size = sizeof(abi);
-      abi.name = segment->name.c_str();
+      group->whole.push_back({p->name, param.sizes().vec(), loom_param_segment{}});
+      loom_param_segment& abi = group->whole.back().abi;
       abi.offset = offset;
       abi.numel = n;
-      abi.ndim = static_cast<int32_t>(segment->shape.size());
-      abi.shape = segment->shape.data();
       abi.flags = p->flags;
-      group->segment_pointers.push_back(&segment->abi);
-      group->segments.push_back(std::move(segment));
       offset += n;
     }
-    group->abi = loom_param_group{};
-    group->abi.struct_size = sizeof(loom_param_group);
-    group->abi.params = handle(group->params);
-    group->abi.grads = handle(group->grads);
-    group->abi.segments = group->segment_pointers.data();
-    group->abi.segment_count = group->segment_pointers.size();
+    build_optimizer_view(*group);
     group_pointers_.push_back(&group->abi);
     groups_.push_back(std::move(group));
   }
@@ -68,18 +80,59 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params) {
   abi_groups_.group_count = group_pointers_.size();
 }
 
+// The optimizer's view of a group: the owned slice of both buffers and the segments inside it,
+// offsets relative to the slice; a parameter cut by a slice edge is marked partial.
+void FlatParams::build_optimizer_view(Group& group) {
+  const int64_t begin = group.owned.start, end = begin + group.owned.length;
+  for (const Segment& whole : group.whole) {
+    const int64_t first = std::max(begin, whole.abi.offset);
+    const int64_t last = std::min(end, whole.abi.offset + whole.abi.numel);
+    if (first >= last) continue;
+    auto segment = std::make_unique<Segment>();
+    segment->name = whole.name;
+    segment->shape = whole.shape;
+    loom_param_segment& abi = segment->abi;
+    abi = loom_param_segment{};
+    abi.struct_size = sizeof(abi);
+    abi.name = segment->name.c_str();
+    abi.offset = first - begin;
+    abi.numel = last - first;
+    abi.ndim = static_cast<int32_t>(segment->shape.size());
+    abi.shape = segment->shape.data();
+    abi.flags = whole.abi.flags;
+    if (last - first != whole.abi.numel) abi.flags |= LOOM_PARAM_FLAG_PARTIAL;
+    group.segment_pointers.push_back(&segment->abi);
+    group.segments.push_back(std::move(segment));
+  }
+  group.abi = loom_param_group{};
+  group.abi.struct_size = sizeof(loom_param_group);
+  group.owned_params = group.params.narrow(0, begin, group.owned.length);
+  group.owned_grads = group.grads.narrow(0, begin, group.owned.length);
+  group.abi.params = handle(group.owned_params);
+  group.abi.grads = handle(group.owned_grads);
+  group.abi.segments = group.segment_pointers.data();
+  group.abi.segment_count = group.segment_pointers.size();
+}
+
 void FlatParams::zero_grad() {
   for (auto& g : groups_) g->grads.zero_();
 }
 
 at::Tensor FlatParams::grad_norm() const {
-  if (groups_.size() == 1) return groups_[0]->grads.norm();
+  if (groups_.size() == 1 && shard_.mode != ShardMode::gradients) return groups_[0]->grads.norm();
+  return owned_grad_square_sum().sqrt();
+}
+
+at::Tensor FlatParams::owned_grad_square_sum() const {
   at::Tensor squares;
   for (const auto& g : groups_) {
-    at::Tensor s = g->grads.to(at::kFloat).pow(2).sum();
+    // Outside the owned slice "gradients" mode holds partial sums; elsewhere the whole buffer
+    // is the reduced gradient (and the padding is zero).
+    const at::Tensor& used = shard_.mode == ShardMode::gradients ? g->owned_grads : g->grads;
+    at::Tensor s = used.to(at::kFloat).pow(2).sum();
     squares = squares.defined() ? squares + s.to(squares.device()) : s;
   }
-  return squares.sqrt();
+  return squares.defined() ? squares : at::zeros({});
 }
 
 void FlatParams::clip(const at::Tensor& norm, double max_norm) {
@@ -88,7 +141,9 @@ void FlatParams::clip(const at::Tensor& norm, double max_norm) {
 }
 
 void FlatParams::scale_grads(const at::Tensor& factor) {
-  for (auto& g : groups_) g->grads.mul_(factor.to(g->grads.device(), g->grads.scalar_type()));
+  for (auto& g : groups_) {
+    (sharded() ? g->owned_grads : g->grads).mul_(factor.to(g->grads.device(), g->grads.scalar_type()));
+  }
 }
 
 std::vector<at::Tensor> FlatParams::param_buffers() const {
@@ -97,19 +152,55 @@ std::vector<at::Tensor> FlatParams::param_buffers() const {
   return out;
 }
 
-std::vector<at::Tensor> FlatParams::grad_buckets(int64_t max_bytes) const {
+std::vector<at::Tensor> FlatParams::whole_params() const {
   std::vector<at::Tensor> out;
+  for (const auto& g : groups_) out.push_back(g->params.narrow(0, 0, g->numel));
+  return out;
+}
+
+std::vector<OwnedSlice> FlatParams::owned_slices() const {
+  std::vector<OwnedSlice> out;
+  for (const auto& g : groups_) out.push_back(g->owned);
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> FlatParams::param_chunks() const {
+  std::vector<std::vector<at::Tensor>> out;
+  for (const auto& g : groups_) out.push_back(g->params.chunk(shard_.world_size));
+  return out;
+}
+
+std::vector<std::vector<FlatParams::SegmentInfo>> FlatParams::segment_tables() const {
+  std::vector<std::vector<SegmentInfo>> out;
+  for (const auto& g : groups_) {
+    out.emplace_back();
+    for (const Segment& s : g->whole) out.back().push_back({s.name, s.abi.offset, s.abi.numel, s.shape});
+  }
+  return out;
+}
+
+std::vector<at::Tensor> FlatParams::grad_buckets(int64_t max_bytes, std::vector<int>* owner) const {
+  std::vector<at::Tensor> out;
+  if (owner) owner->clear();
   for (const auto& g : groups_) {
     const int64_t per_bucket = std::max<int64_t>(1, max_bytes / g->grads.element_size());
-    for (int64_t start = 0; start < g->grads.numel(); start += per_bucket)
-      out.push_back(g->grads.narrow(0, start, std::min(per_bucket, g->grads.numel() - start)));
+    const int64_t padded = g->grads.numel(), chunk = padded / shard_.world_size;
+    for (int rank = 0; rank < shard_.world_size; ++rank) {
+      // Unsharded, the one "chunk" is the whole buffer; sharded, buckets stop at slice edges.
+      const int64_t begin = sharded() ? chunk * rank : 0, end = sharded() ? begin + chunk : padded;
+      for (int64_t start = begin; start < end; start += per_bucket) {
+        out.push_back(g->grads.narrow(0, start, std::min(per_bucket, end - start)));
+        if (owner) owner->push_back(rank);
+      }
+      if (!sharded()) break;
+    }
   }
   return out;
 }
 
 int64_t FlatParams::numel() const {
   int64_t n = 0;
-  for (const auto& g : groups_) n += g->params.numel();
+  for (const auto& g : groups_) n += g->numel;
   return n;
 }
 

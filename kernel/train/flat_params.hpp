@@ -4,6 +4,10 @@
 //
 // Segments are laid out in reverse registration order: backward produces the last layers'
 // gradients first, so a prefix of the gradient buffer fills up first (data-parallel buckets).
+//
+// Sharded ([distributed] shard, ZeRO-1/2): each buffer is padded to a multiple of the world
+// size and rank r owns the r-th equal slice. The optimizer sees only that slice (its segment
+// table cut at the slice's edges), so it keeps state for 1/N of the parameters.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -17,29 +21,71 @@
 
 namespace loom {
 
+// What the ranks split between them: "none" (replicated), "optimizer" (ZeRO-1: optimizer
+// state; gradients all-reduced whole) or "gradients" (ZeRO-2: also gradients, reduced to their
+// owner only, so outside its slice a rank's gradient buffer holds partial sums). Parameters
+// stay whole on every rank in both.
+enum class ShardMode { none, optimizer, gradients };
+ShardMode shard_mode_from_name(const std::string& name);
+const char* shard_mode_name(ShardMode mode);
+
+struct ShardSpec {
+  ShardMode mode = ShardMode::none;
+  int rank = 0;
+  int world_size = 1;
+};
+
+// One rank's part of one flat buffer: elements [start, start + length).
+struct OwnedSlice {
+  int64_t start = 0, length = 0;
+};
+
 class FlatParams {
  public:
   // Rebinds every parameter's storage (set_data) to a view of the flat buffer of its dtype
   // and device, and every gradient to a view of the matching gradient buffer.
-  explicit FlatParams(const std::vector<ModelParam>& params);
+  explicit FlatParams(const std::vector<ModelParam>& params, ShardSpec shard = {});
   FlatParams(const FlatParams&) = delete;
   FlatParams& operator=(const FlatParams&) = delete;
 
   void zero_grad();
-  // Global L2 norm of all gradients as a 0-dim tensor on the device: no host sync.
+  // L2 norm of the gradients the optimizer will use, as a 0-dim tensor on the device (no host
+  // sync). In "gradients" mode that is only this rank's slice: the caller sums the squares of
+  // every rank's (owned_grad_square_sum) instead.
   at::Tensor grad_norm() const;
-  // Scales gradients so their norm is at most max_norm, given the norm from grad_norm().
+  // Sum of squares of this rank's owned gradient slices, in fp32 on the first group's device.
+  at::Tensor owned_grad_square_sum() const;
+  // Scales gradients so their norm is at most max_norm, given the global norm.
   void clip(const at::Tensor& norm, double max_norm);
-  // Multiplies every gradient by a one-element tensor (on any device; no host sync).
+  // Multiplies the gradients the optimizer will use by a one-element tensor (no host sync).
   void scale_grads(const at::Tensor& factor);
+
   // The ABI view handed to the optimizer; valid as long as this object.
   const loom_param_groups& abi() const { return abi_groups_; }
   int64_t numel() const;
   // The flat parameter buffers (one per dtype and device), e.g. to broadcast them.
   std::vector<at::Tensor> param_buffers() const;
   // Contiguous slices of the gradient buffers of at most max_bytes each, in buffer order (the
-  // reverse of registration: the gradients backward produces first come first).
-  std::vector<at::Tensor> grad_buckets(int64_t max_bytes) const;
+  // reverse of registration: the gradients backward produces first come first). When sharded,
+  // no bucket crosses a slice edge; owner[i] is the rank owning bucket i.
+  std::vector<at::Tensor> grad_buckets(int64_t max_bytes, std::vector<int>* owner = nullptr) const;
+
+  const ShardSpec& shard() const { return shard_; }
+  bool sharded() const { return shard_.mode != ShardMode::none; }
+  // Per group (in abi() order): the whole parameter buffer, padding excluded.
+  std::vector<at::Tensor> whole_params() const;
+  // Per group: this rank's slice of it (everything when not sharded).
+  std::vector<OwnedSlice> owned_slices() const;
+  // The padded parameter buffers split into world_size equal chunks, per group: what an
+  // all-gather fills after each rank updated its own chunk.
+  std::vector<std::vector<at::Tensor>> param_chunks() const;
+  // The segment table of each group (whole parameters, offsets into whole_params()).
+  struct SegmentInfo {
+    std::string name;
+    int64_t offset, numel;
+    std::vector<int64_t> shape;
+  };
+  std::vector<std::vector<SegmentInfo>> segment_tables() const;
 
  private:
   struct Segment {
@@ -48,11 +94,18 @@ class FlatParams {
     loom_param_segment abi;
   };
   struct Group {
-    at::Tensor params, grads;
-    std::vector<std::unique_ptr<Segment>> segments;  // stable addresses for the ABI pointers
+    at::Tensor params, grads;  // padded to a multiple of world_size when sharded
+    int64_t numel = 0;         // without the padding
+    OwnedSlice owned;
+    at::Tensor owned_params, owned_grads;  // the optimizer's views of the owned slice
+    std::vector<Segment> whole;                      // every parameter, for checkpoints
+    std::vector<std::unique_ptr<Segment>> segments;  // the optimizer's table; stable addresses for the ABI pointers
     std::vector<const loom_param_segment*> segment_pointers;
     loom_param_group abi;
   };
+  void build_optimizer_view(Group& group);
+
+  ShardSpec shard_;
   std::vector<std::unique_ptr<Group>> groups_;
   std::vector<const loom_param_group*> group_pointers_;
   loom_param_groups abi_groups_{};

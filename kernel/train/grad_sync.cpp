@@ -23,7 +23,7 @@ struct ReadyHook final : torch::autograd::FunctionPostHook {
 
 GradientSync::GradientSync(const std::vector<ModelParam>& params, const FlatParams& flat, Communicator& comm,
                            int64_t bucket_bytes)
-    : comm_(comm), buckets_(flat.grad_buckets(bucket_bytes)) {
+    : comm_(comm), flat_(flat), buckets_(flat.grad_buckets(bucket_bytes, &owner_)) {
   bucket_size_.assign(buckets_.size(), 0);
   for (size_t i = 0; i < params.size(); ++i) {
     const at::Tensor& grad = params[i].tensor->grad();
@@ -58,8 +58,7 @@ void GradientSync::on_gradient_ready(size_t param_index) {
   if (!armed_) return;  // micro-batches before the last accumulate locally
   for (size_t b : param_buckets_[param_index]) {
     if (--missing_[b] == 0 && !started_[b]) {
-      comm_.start_allreduce(buckets_[b]);
-      started_[b] = true;
+      start(b);
       ++started_early_;
     }
   }
@@ -68,9 +67,27 @@ void GradientSync::on_gradient_ready(size_t param_index) {
 double GradientSync::finish() {
   armed_ = false;
   for (size_t b = 0; b < buckets_.size(); ++b)
-    if (!started_[b]) comm_.start_allreduce(buckets_[b]);
+    if (!started_[b]) start(b);
   comm_.wait_all();
   return buckets_.empty() ? 0.0 : static_cast<double>(started_early_) / static_cast<double>(buckets_.size());
+}
+
+void GradientSync::start(size_t bucket) {
+  if (flat_.shard().mode == ShardMode::gradients) comm_.start_reduce(buckets_[bucket], owner_[bucket]);
+  else comm_.start_allreduce(buckets_[bucket]);
+  started_[bucket] = true;
+}
+
+void GradientSync::gather_params() {
+  if (!flat_.sharded()) return;
+  for (at::Tensor buffer : flat_.param_buffers()) comm_.allgather_chunks(buffer);
+}
+
+at::Tensor GradientSync::grad_norm() {
+  if (flat_.shard().mode != ShardMode::gradients) return flat_.grad_norm();
+  at::Tensor squares = flat_.owned_grad_square_sum();
+  comm_.allreduce_sum(squares);
+  return squares.sqrt();
 }
 
 }  // namespace loom

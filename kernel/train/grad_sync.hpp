@@ -3,6 +3,10 @@
 // first fill the first buckets). A post-hook on each parameter's gradient accumulator counts
 // the parameters still missing from each bucket; when a bucket is complete during the last
 // micro-batch's backward, its all-reduce starts while backward goes on.
+//
+// Sharded (FlatParams::shard()): buckets end at slice edges. "gradients" mode reduces each
+// bucket to its owner only instead of all-reducing it; both sharded modes all-gather the
+// parameter buffers after the optimizer updated each rank's slice (gather_params).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -30,11 +34,20 @@ class GradientSync {
   // After that backward: starts the buckets no hook started (unused parameters) and waits
   // for every all-reduce. Returns the fraction of buckets that started during backward.
   double finish();
+  // After the optimizer step of a sharded run: every rank's updated slice reaches every rank.
+  void gather_params();
+  // The global gradient norm (0-dim, on the device). In "gradients" mode each rank holds the
+  // reduced values of its slice only, so the squares are summed across ranks.
+  at::Tensor grad_norm();
 
  private:
   void on_gradient_ready(size_t param_index);
 
+  void start(size_t bucket);
+
   Communicator& comm_;
+  const FlatParams& flat_;
+  std::vector<int> owner_;                            // the rank owning each bucket (sharded); before buckets_, which fills it
   std::vector<at::Tensor> buckets_;                   // views of the flat gradient buffers
   std::vector<std::vector<size_t>> param_buckets_;    // buckets each parameter touches
   std::vector<size_t> bucket_size_;                   // parameters touching each bucket

@@ -4,6 +4,7 @@
 
 #include "base/failure.hpp"
 #include "checkpoint/backend_from_index.hpp"
+#include "checkpoint/sharded_checkpoint.hpp"
 #include "checkpoint/checkpoint_index.hpp"
 #include "format_error.hpp"
 #include "weight_loading.hpp"
@@ -20,7 +21,7 @@ class CheckpointWeightSource final : public formats::WeightSource {
  public:
   CheckpointWeightSource(const fs::path& dir, const Registry& registry) : dir_(dir) {
     const auto backend = open_backend(read_checkpoint_backend(dir), registry, dir);
-    for (auto& [name, t] : backend->load(dir.string()).tensors)
+    for (auto& [name, t] : read_checkpoint(*backend, dir).tensors)
       if (name.rfind(kModelPrefix, 0) == 0) tensors_[name.substr(std::string(kModelPrefix).size())] = t;
   }
   std::string where() const override { return dir_.string(); }

@@ -55,9 +55,15 @@ struct Pipeline {
         steps(total_steps(c, data)),
         model(c.model, with_total_steps(context, steps)),
         // init_from fills the parameters before the flat buffers take them over
-        flat((init_model_weights(model, c.model_init, c.registry), model.params())),
+        flat((init_model_weights(model, c.model_init, c.registry), model.params()),
+             ShardSpec{shard_mode_from_name(c.distributed.shard), context.rank, context.world_size}),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),
         schedule(c.schedule, with_total_steps(context, steps)) {
+    if (flat.sharded() && (optimizer.requirements() & LOOM_OPTIMIZER_NEEDS_WHOLE_TENSORS))
+      throw usage_failure("[distributed] shard = \"" + c.distributed.shard + "\": optimizer " +
+                          optimizer.component().name +
+                          " needs whole parameters (it declares LOOM_OPTIMIZER_NEEDS_WHOLE_TENSORS); use shard = "
+                          "\"none\" with it");
     const RunContext run = with_total_steps(context, steps);
     if (c.eval_data.component) eval_data = std::make_unique<DatasetInstance>(c.eval_data, run);
     if (c.checkpoint.enabled) checkpoint = std::make_unique<CheckpointBackendInstance>(c.checkpoint_backend, run);

@@ -39,6 +39,7 @@ struct DistributedSettings {
   std::string backend = "auto";  // "auto", "gloo" or "nccl"
   double bucket_mb = 25;         // gradient all-reduce bucket size
   double timeout_s = 300;        // a rank that does not answer within this fails the run
+  std::string shard = "none";    // "none", "optimizer" (ZeRO-1) or "gradients" (ZeRO-2)
 };
 
 // [export]: Hugging Face folders written during training (XTuner's hf_interval).
@@ -80,7 +81,9 @@ struct RunPlan {
   // Compares the resolved manifest a checkpoint was written with against this run's: returns
   // the harmless differences ("key: old -> new"), throws a usage Failure for a breaking one.
   // Supplied by config (it knows which keys change the math), called by the trainer on resume.
-  std::function<std::vector<std::string>(const std::string& saved, const std::string& checkpoint)>
+  // The world sizes let a resume on another number of ranks regroup the same rows per step.
+  std::function<std::vector<std::string>(const std::string& saved, const std::string& checkpoint, int saved_world,
+                                         int current_world)>
       manifest_changes;
 };
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "base/failure.hpp"
+#include "checkpoint/sharded_checkpoint.hpp"
 
 namespace loom {
 namespace {
@@ -64,12 +65,11 @@ std::string state_name(const Instance& instance) {
 
 }  // namespace
 
-Snapshot capture_snapshot(Pipeline& p, const Progress& progress, const std::vector<std::string>& data_states,
-                          const std::string& resolved_manifest) {
-  Snapshot s;
-  s.step = progress.step;
-  for (const ModelParam& param : p.model.params()) s.tensors.emplace_back("model/" + param.name, cpu_copy(*param.tensor));
-  for (const auto& [name, tensor] : p.optimizer.state()) s.tensors.emplace_back("optimizer/" + name, cpu_copy(*tensor));
+namespace {
+
+// What every checkpoint holds besides weights and optimizer state: RNG, data positions, the
+// state of hooks and trackers.
+void add_run_state(Snapshot& s, Pipeline& p, const std::vector<std::string>& data_states) {
   {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -87,14 +87,91 @@ Snapshot capture_snapshot(Pipeline& p, const Progress& progress, const std::vect
   for (size_t i = 0; i < p.trackers.size(); ++i)
     if (p.trackers[i].has_state())
       s.tensors.emplace_back(state_name(p.trackers[i]), bytes_tensor(p.trackers[i].save_state()));
-  const nlohmann::json metadata = {{"format", "loom-checkpoint"},
-                                   {"version", kMetadataVersion},
-                                   {"step", progress.step},
-                                   {"tokens", progress.tokens},
-                                   {"epoch", progress.epoch},
-                                   {"elapsed_s", progress.elapsed_s},
-                                   {"world_size", data_states.size()},
-                                   {"manifest", resolved_manifest}};
+}
+
+nlohmann::json run_metadata(const Progress& progress, size_t world_size, const std::string& resolved_manifest) {
+  return {{"format", "loom-checkpoint"},
+          {"version", kMetadataVersion},
+          {"step", progress.step},
+          {"tokens", progress.tokens},
+          {"epoch", progress.epoch},
+          {"elapsed_s", progress.elapsed_s},
+          {"world_size", world_size},
+          {"manifest", resolved_manifest}};
+}
+
+// sharded_checkpoint.hpp's layout: what a reader needs to put the ranks' slices together.
+nlohmann::json shard_layout(Pipeline& p) {
+  nlohmann::json groups = nlohmann::json::array();
+  const auto whole = p.flat.whole_params();
+  const auto tables = p.flat.segment_tables();
+  for (size_t g = 0; g < whole.size(); ++g) {
+    nlohmann::json segments = nlohmann::json::array();
+    for (const auto& seg : tables[g]) segments.push_back({seg.name, seg.offset, seg.numel, seg.shape});
+    groups.push_back({{"dtype", c10::toString(whole[g].scalar_type())}, {"numel", whole[g].numel()}, {"segments", segments}});
+  }
+  nlohmann::json elementwise = nlohmann::json::object();
+  for (const auto& st : p.optimizer.state())
+    if (st.elementwise_group >= 0) elementwise[st.name] = st.elementwise_group;
+  return {{"mode", shard_mode_name(p.flat.shard().mode)},
+          {"world_size", p.flat.shard().world_size},
+          {"groups", groups},
+          {"elementwise", elementwise}};
+}
+
+// An elementwise state tensor's group, checked against the live layout.
+size_t state_group(Pipeline& p, const OptimizerInstance::StateTensor& st) {
+  const auto slices = p.flat.owned_slices();
+  const auto g = static_cast<size_t>(st.elementwise_group);
+  if (g >= slices.size() || st.tensor->dim() != 1 || st.tensor->numel() != slices[g].length)
+    throw runtime_failure("optimizer " + p.optimizer.component().name + ": state \"" + st.name +
+                          "\" is declared elementwise over group " + std::to_string(st.elementwise_group) +
+                          " but is not a 1-D tensor of that group's " + std::to_string(g < slices.size() ? slices[g].length : 0) +
+                          " elements; fix the plugin's add_elementwise_state call");
+  return g;
+}
+
+}  // namespace
+
+Snapshot capture_snapshot(Pipeline& p, const Progress& progress, const std::vector<std::string>& data_states,
+                          const std::string& resolved_manifest) {
+  Snapshot s;
+  s.step = progress.step;
+  for (const ModelParam& param : p.model.params()) s.tensors.emplace_back("model/" + param.name, cpu_copy(*param.tensor));
+  for (const auto& st : p.optimizer.state()) s.tensors.emplace_back("optimizer/" + st.name, cpu_copy(*st.tensor));
+  add_run_state(s, p, data_states);
+  s.metadata_json = run_metadata(progress, data_states.size(), resolved_manifest).dump();
+  return s;
+}
+
+Snapshot capture_shard_part(Pipeline& p, const Progress& progress, const std::vector<std::string>& data_states,
+                            const std::string& resolved_manifest) {
+  const int rank = p.flat.shard().rank;
+  Snapshot s;
+  s.step = progress.step;
+  const auto whole = p.flat.whole_params();
+  const auto owned = p.flat.owned_slices();
+  nlohmann::json slices = nlohmann::json::array();
+  for (size_t g = 0; g < whole.size(); ++g) {
+    s.tensors.emplace_back(kShardParamsPrefix + std::to_string(g),
+                           cpu_copy(whole[g].narrow(0, owned[g].start, owned[g].length)));
+    slices.push_back({owned[g].start, owned[g].length});
+  }
+  for (const auto& st : p.optimizer.state()) {
+    if (st.elementwise_group >= 0) {
+      state_group(p, st);
+      s.tensors.emplace_back(kShardOptimizerPrefix + st.name, cpu_copy(*st.tensor));
+    } else if (rank == 0) {  // the same on every rank: saved once
+      s.tensors.emplace_back("optimizer/" + st.name, cpu_copy(*st.tensor));
+    }
+  }
+  nlohmann::json metadata = {{"format", "loom-checkpoint-part"}};
+  if (rank == 0) {
+    add_run_state(s, p, data_states);
+    metadata = run_metadata(progress, data_states.size(), resolved_manifest);
+    metadata["shard"] = shard_layout(p);
+  }
+  metadata["part"] = {{"rank", rank}, {"slices", slices}};
   s.metadata_json = metadata.dump();
   return s;
 }
@@ -127,8 +204,22 @@ void restore_model(ModelInstance& model, const LoadedCheckpoint& loaded, const s
 
 void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::string& origin) {
   restore_model(p.model, loaded, origin);
-  for (const auto& [name, tensor] : p.optimizer.state())
-    copy_into(*tensor, require(loaded, "optimizer/" + name, origin), "optimizer/" + name, origin);
+  for (const auto& st : p.optimizer.state()) {
+    const std::string name = "optimizer/" + st.name;
+    const at::Tensor& saved = require(loaded, name, origin);
+    if (st.elementwise_group < 0) {
+      copy_into(*st.tensor, saved, name, origin);
+      continue;
+    }
+    // Whole in the checkpoint (consolidated if it was sharded): this rank takes its slice.
+    const size_t g = state_group(p, st);
+    const OwnedSlice slice = p.flat.owned_slices()[g];
+    const int64_t group_numel = p.flat.whole_params()[g].numel();
+    if (saved.dim() != 1 || saved.numel() != group_numel)
+      throw runtime_failure(origin + ": \"" + name + "\" is " + describe(saved) + " in the checkpoint but follows " +
+                            std::to_string(group_numel) + " parameters in this run; resume with the manifest that wrote it");
+    copy_into(*st.tensor, saved.narrow(0, slice.start, slice.length), name, origin);
+  }
   {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());

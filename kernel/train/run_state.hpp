@@ -21,6 +21,12 @@ namespace loom {
 Snapshot capture_snapshot(Pipeline& p, const Progress& progress, const std::vector<std::string>& data_states,
                           const std::string& resolved_manifest);
 
+// A sharded run's part of a checkpoint (checkpoint/sharded_checkpoint.hpp): this rank's slices
+// of the flat parameters and of the elementwise optimizer state; rank 0's part also holds what
+// capture_snapshot adds besides weights and optimizer state, and the layout.
+Snapshot capture_shard_part(Pipeline& p, const Progress& progress, const std::vector<std::string>& data_states,
+                            const std::string& resolved_manifest);
+
 struct RestoredRun {
   int64_t step = 0, tokens = 0, epoch = 0;
   double elapsed_s = 0;

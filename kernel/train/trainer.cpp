@@ -6,7 +6,9 @@
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "base/failure.hpp"
@@ -57,6 +59,7 @@ class Trainer {
     spdlog::info("model {}: {} parameters; data {}; optimizer {}; schedule {}", p_->model.component().name,
                  p_->flat.numel(), p_->data.component().name, p_->optimizer.component().name,
                  p_->schedule.component().name);
+    log_state_bytes();
     mfu_ = build_mfu_baseline(p_->model, settings_, device_);
     data_source_ = "[data] " + p_->data.component().name;
     progress_.total_steps = p_->steps;
@@ -104,6 +107,19 @@ class Trainer {
   }
 
  private:
+  // What each rank holds for the model between steps, so the effect of [distributed] shard
+  // shows in the first lines of a run (tools/bench/shard_bench reads them).
+  void log_state_bytes() {
+    int64_t params = 0, state = 0;
+    for (const at::Tensor& buffer : p_->flat.param_buffers()) params += static_cast<int64_t>(buffer.nbytes());
+    for (const auto& st : p_->optimizer.state()) state += static_cast<int64_t>(st.tensor->nbytes());
+    const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+    spdlog::info("held per rank: parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer state {:.1f} MiB (shard {}, "
+                 "{} rank{})",
+                 mib(params), mib(params), mib(state), shard_mode_name(p_->flat.shard().mode), world_size(),
+                 world_size() == 1 ? "" : "s");
+  }
+
   // One optimizer step (progress_.step + 1); returns the hooks' merged requests.
   loom_control train_step(Prefetcher& prefetch) {
     const int64_t step = progress_.step + 1;
@@ -161,7 +177,7 @@ class Trainer {
       p_->flat.scale_grads(correction);
       loss_total = loss_total * correction.to(loss_total.scalar_type());
     }
-    const at::Tensor norm = p_->flat.grad_norm();
+    const at::Tensor norm = grad_sync_ ? grad_sync_->grad_norm() : p_->flat.grad_norm();
     const at::Tensor stats = at::stack({loss_total * scale, norm.to(loss_total.dtype())}).to(at::kCPU, at::kDouble);
     progress_.loss = stats[0].item<double>();
     progress_.grad_norm = stats[1].item<double>();
@@ -174,6 +190,7 @@ class Trainer {
     merge_control(requests, veto);
     if (veto.skip_step) ++summary_.skipped_steps;
     else p_->optimizer.step(progress_.lr, step);
+    if (grad_sync_) grad_sync_->gather_params();  // sharded: each rank updated only its slice
 
     // 5. The step is done: count it, then step_end.
     progress_.step = step;
@@ -269,16 +286,13 @@ class Trainer {
     const LoadedCheckpoint loaded = checkpoints_->load(path);
     const RestoredRun restored = read_restored_run(loaded, path.string());
     if (mode == Restore::resume) {
-      for (const auto& change : plan_.manifest_changes(restored.resolved_manifest, path.string()))
+      for (const auto& change :
+           plan_.manifest_changes(restored.resolved_manifest, path.string(), restored.world_size, world_size()))
         spdlog::info("resume: manifest changed: {}", change);
-      if (restored.world_size != world_size())
-        throw usage_failure(path.string() + ": written by a run of world size " +
-                            std::to_string(restored.world_size) + ", but this run has " +
-                            std::to_string(world_size()) + "; resume with the same number of ranks, or start a new run");
     }
     restore_tensors(*p_, loaded, path.string());
     if (mode == Restore::resume) {
-      data_state_ = restored.data_states.at(static_cast<size_t>(rank()));
+      data_state_ = data_state_for_this_rank(restored, path.string());
       if (p_->data.has_state()) p_->data.load_state(data_state_);
       else spdlog::warn("dataset {} keeps no position: resumed batches differ from an uninterrupted run",
                         p_->data.component().name);
@@ -298,6 +312,23 @@ class Trainer {
       for (auto& tracker : p_->trackers) tracker.note(note);
     }
     fire(LOOM_EVENT_LOAD);
+  }
+
+  // This rank's data position. Resuming at another world size (the weights and optimizer
+  // state reshard exactly) works when every rank saved the same position, as datasets that
+  // deal out a global sample order do (synthetic, token_file); then each new rank takes it.
+  std::string data_state_for_this_rank(const RestoredRun& restored, const std::string& origin) const {
+    if (restored.world_size == world_size()) return restored.data_states.at(static_cast<size_t>(rank()));
+    const auto& states = restored.data_states;
+    if (std::adjacent_find(states.begin(), states.end(), std::not_equal_to<>()) != states.end())
+      throw usage_failure(origin + ": written by a run of world size " + std::to_string(restored.world_size) +
+                          ", but this run has " + std::to_string(world_size()) + ", and dataset " +
+                          p_->data.component().name +
+                          " saved a different position on each rank, which cannot be dealt out to another number of "
+                          "ranks; resume with " + std::to_string(restored.world_size) + " ranks, or start a new run");
+    spdlog::info("resume: world size {} -> {}; weights and optimizer state resharded, every rank continues at the "
+                 "saved data position", restored.world_size, world_size());
+    return states.front();
   }
 
   // A hook asked to undo a bad stretch (nan_guard action = "rollback").
@@ -346,11 +377,16 @@ class Trainer {
     for (auto& tracker : p_->trackers) tracker.log(view);
   }
 
-  // Every rank takes part (their data positions are gathered); rank 0 writes.
+  // Every rank takes part (their data positions are gathered). Rank 0 writes, or, sharded,
+  // every rank writes its own part.
   void save() {
     const std::vector<std::string> data_states = comm_ ? comm_->allgather_bytes(data_state_)
                                                        : std::vector<std::string>{data_state_};
-    if (rank() == 0) checkpoints_->save(capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest));
+    if (comm_ && p_->flat.sharded())
+      checkpoints_->save_part(capture_shard_part(*p_, progress_, data_states, plan_.resolved_manifest), *comm_,
+                              std::chrono::milliseconds(static_cast<int64_t>(1e3 * plan_.distributed.timeout_s)));
+    else if (rank() == 0)
+      checkpoints_->save(capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest));
     last_saved_step_ = progress_.step;
     fire(LOOM_EVENT_SAVE);
   }

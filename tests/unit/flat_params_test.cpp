@@ -51,3 +51,45 @@ TEST_CASE("parameters and gradients become views of one flat buffer") {
   const_cast<at::Tensor&>(flat_params).fill_(1.0);
   CHECK(at::equal(w.detach(), at::ones({3, 4})));
 }
+
+TEST_CASE("sharded: each rank's optimizer sees its equal slice, segments cut at the slice edges") {
+  // 16 elements over 3 ranks: padded to 18, chunks of 6: [0,6) [6,12) [12,16).
+  for (int rank = 0; rank < 3; ++rank) {
+    CAPTURE(rank);
+    at::Tensor w = at::randn({3, 4}).requires_grad_(true);
+    at::Tensor b = at::randn({4}).requires_grad_(true);
+    std::vector<ModelParam> params = {{"w", &w, 0}, {"b", &b, LOOM_PARAM_FLAG_NO_DECAY}};
+    FlatParams flat(params, ShardSpec{ShardMode::optimizer, rank, 3});
+    CHECK(flat.numel() == 16);
+    const OwnedSlice slice = flat.owned_slices().at(0);
+    CHECK(slice.start == 6 * rank);
+    CHECK(slice.length == (rank == 2 ? 4 : 6));
+    CHECK(flat.param_buffers().at(0).numel() == 18);  // the padding lets all-gather use equal chunks
+    const loom_param_group& g = *flat.abi().groups[0];
+    const at::Tensor& owned = *reinterpret_cast<at::Tensor*>(g.params);
+    CHECK(owned.numel() == slice.length);
+    CHECK(owned.data_ptr<float>() == flat.param_buffers()[0].data_ptr<float>() + slice.start);
+    // The buffer is b (4) then w (12): rank 0 has b whole and w's first 2; rank 1 w's next 6.
+    if (rank == 0) {
+      REQUIRE(g.segment_count == 2);
+      CHECK(std::string(g.segments[0]->name) == "b");
+      CHECK(g.segments[0]->flags == LOOM_PARAM_FLAG_NO_DECAY);
+      CHECK(g.segments[1]->offset == 4);
+      CHECK(g.segments[1]->numel == 2);
+      CHECK(g.segments[1]->flags == LOOM_PARAM_FLAG_PARTIAL);
+      CHECK(g.segments[1]->shape[0] == 3);  // the whole parameter's shape
+    } else {
+      REQUIRE(g.segment_count == 1);
+      CHECK(std::string(g.segments[0]->name) == "w");
+      CHECK(g.segments[0]->offset == 0);
+      CHECK(g.segments[0]->numel == slice.length);
+      CHECK(g.segments[0]->flags == LOOM_PARAM_FLAG_PARTIAL);
+    }
+    // Buckets stop at slice edges and name their owner.
+    std::vector<int> owner;
+    const auto buckets = flat.grad_buckets(1 << 20, &owner);
+    REQUIRE(buckets.size() == 3);
+    CHECK(owner == std::vector<int>{0, 1, 2});
+    CHECK(buckets[1].numel() == 6);
+  }
+}

@@ -112,9 +112,13 @@ class GptModel : public CausalLm {
     at::Tensor x = at::embedding(wte_, inputs) + at::embedding(wpe_, positions);  // (B, T, C)
     x = maybe_dropout(x, s_.dropout, training_);
     for (size_t i = 0; i < blocks_.size(); ++i) {
-      const Block& b = blocks_[i];
-      x = x + attention(b, i, at::layer_norm(x, {C}, b.ln_1_w, b.ln_1_b, eps), layout);  // (B, T, C)
-      x = x + mlp(b, at::layer_norm(x, {C}, b.ln_2_w, b.ln_2_b, eps));                   // (B, T, C)
+      // By value: a recomputed block runs again in backward, after this call has returned.
+      const auto block = [this, i, layout, C, eps](const at::Tensor& in) {
+        const Block& b = blocks_[i];
+        const at::Tensor y = in + attention(b, i, at::layer_norm(in, {C}, b.ln_1_w, b.ln_1_b, eps), layout);
+        return y + mlp(b, at::layer_norm(y, {C}, b.ln_2_w, b.ln_2_b, eps));  // (B, T, C)
+      };
+      x = s_.recompute.applies(i) ? recomputed(block, x) : block(x);
     }
     return at::layer_norm(x, {C}, ln_f_w_, ln_f_b_, eps);  // (B, T, C)
   }
@@ -171,6 +175,8 @@ class Gpt final : public GptModel {
                    "(such weights no longer load into GPT2LMHeadModel)."),
       loom::option("init_std", LOOM_OPTION_TYPE_FLOAT, "0.02",
                    "Std of the normal init of embeddings and weights; c_proj weights get init_std / sqrt(2 n_layer)."),
+      kActivationCheckpointingOption,
+      kCheckpointEveryOption,
   };
 
   Gpt(const loom::Config& c, const loom::Context& ctx) : GptModel(spec_from_options(c, ctx), ctx) {}
@@ -187,6 +193,7 @@ class Gpt final : public GptModel {
     s.dropout = c.f64("dropout");
     s.bias = c.flag("bias");
     s.init_std = c.f64("init_std");
+    s.recompute = recompute_policy_from(c);
     s.seed = ctx.seed;
     return s;
   }
@@ -209,6 +216,7 @@ void check_gpt_spec(const GptSpec& s) {
   require(s.layer_norm_eps > 0.0, who + ": layer_norm_epsilon must be positive");
   require(s.dropout >= 0.0 && s.dropout < 1.0, who + ": dropout must be in [0, 1), got " + std::to_string(s.dropout));
   require(s.init_std > 0.0, who + ": init_std must be positive, got " + std::to_string(s.init_std));
+  check_recompute_policy(s.recompute, who);
 }
 
 std::unique_ptr<loom::Model> make_gpt(const GptSpec& spec, const loom::Context& ctx) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "attention.hpp"
+#include "recompute.hpp"
 
 namespace loom_gpt {
 
@@ -21,6 +22,7 @@ struct GptSpec {
   int64_t n_inner = 512;      // MLP width F (GPT-2: 4 n_embd)
   double layer_norm_eps = 1e-5, dropout = 0.0, init_std = 0.02;
   bool bias = true;
+  RecomputePolicy recompute;  // activation checkpointing of the blocks
   bool random_init = true;  // false: parameters are left uninitialised for weights loaded next
   uint64_t seed = 0;
 };

@@ -37,6 +37,8 @@ class HfCausalLm final : public loom::Model {
       loom::option("dropout", LOOM_OPTION_TYPE_FLOAT, "0.0",
                    "Dropout on attention weights and residual branches during training (config.json's "
                    "attention_dropout is not used)."),
+      kActivationCheckpointingOption,
+      kCheckpointEveryOption,
   };
 
   HfCausalLm(const loom::Config& c, const loom::Context& ctx) : dir_(c.str("from")) {
@@ -54,6 +56,7 @@ class HfCausalLm final : public loom::Model {
     if (hf_.architecture == HfArchitecture::gpt2) {
       GptSpec spec = gpt_spec_from_hf(hf_, config_path, seq_len);
       spec.dropout = c.f64("dropout");
+      spec.recompute = recompute_policy_from(c);
       spec.seed = ctx.seed;
       spec.random_init = !strict;  // strict: every parameter is loaded, or creation fails
       inner_ = make_gpt(spec, ctx);
@@ -63,6 +66,7 @@ class HfCausalLm final : public loom::Model {
     } else {
       LlamaSpec spec = llama_spec_from_hf(hf_, config_path, seq_len);
       spec.dropout = c.f64("dropout");
+      spec.recompute = recompute_policy_from(c);
       spec.seed = ctx.seed;
       spec.random_init = !strict;
       inner_ = make_llama(spec, ctx);

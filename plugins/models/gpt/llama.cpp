@@ -120,9 +120,13 @@ class LlamaModel : public CausalLm {
   at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const override {
     at::Tensor x = at::embedding(embed_, inputs);  // (B, T, C)
     for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& l = layers_[i];
-      x = x + attention(l, i, rms_norm(x, l.input_norm, s_.rms_norm_eps), layout);  // (B, T, C)
-      x = x + mlp(l, rms_norm(x, l.post_norm, s_.rms_norm_eps));                    // (B, T, C)
+      // By value: a recomputed layer runs again in backward, after this call has returned.
+      const auto layer = [this, i, layout](const at::Tensor& in) {
+        const Layer& l = layers_[i];
+        const at::Tensor y = in + attention(l, i, rms_norm(in, l.input_norm, s_.rms_norm_eps), layout);
+        return y + mlp(l, rms_norm(y, l.post_norm, s_.rms_norm_eps));  // (B, T, C)
+      };
+      x = s_.recompute.applies(i) ? recomputed(layer, x) : layer(x);
     }
     return rms_norm(x, norm_, s_.rms_norm_eps);  // (B, T, C)
   }
@@ -186,6 +190,7 @@ LlamaSpec spec_from_options(const loom::Config& c, const loom::Context& ctx) {
   s.head_dim = c.i64("head_dim") > 0 ? c.i64("head_dim") : s.n_embd / s.n_head;
   require(s.head_dim % 2 == 0, "llama: the head dim " + std::to_string(s.head_dim) +
                                    " must be even for rotary embeddings; change head_dim, n_embd or n_head");
+  s.recompute = recompute_policy_from(c);
   s.seed = ctx.seed;
   return s;
 }
@@ -220,6 +225,8 @@ class Llama final : public LlamaModel {
                    "RMSNorm on each head's queries and keys (Qwen3); exports as Qwen3ForCausalLM."),
       loom::option("qkv_bias", LOOM_OPTION_TYPE_BOOL, "false",
                    "Biases on q/k/v projections (Qwen2); without qk_norm exports as Qwen2ForCausalLM."),
+      kActivationCheckpointingOption,
+      kCheckpointEveryOption,
   };
 
   Llama(const loom::Config& c, const loom::Context& ctx) : LlamaModel(spec_from_options(c, ctx), ctx) {}
@@ -245,6 +252,7 @@ void check_llama_spec(const LlamaSpec& s) {
   require(s.rms_norm_eps > 0.0, who + ": rms_norm_eps must be positive, got " + std::to_string(s.rms_norm_eps));
   require(s.dropout >= 0.0 && s.dropout < 1.0, who + ": dropout must be in [0, 1), got " + std::to_string(s.dropout));
   require(s.init_std > 0.0, who + ": init_std must be positive, got " + std::to_string(s.init_std));
+  check_recompute_policy(s.recompute, who);
 }
 
 std::unique_ptr<loom::Model> make_llama(const LlamaSpec& spec, const loom::Context& ctx) {

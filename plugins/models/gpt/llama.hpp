@@ -11,6 +11,7 @@
 #include <string>
 
 #include "attention.hpp"
+#include "recompute.hpp"
 
 namespace loom_gpt {
 
@@ -26,6 +27,7 @@ struct LlamaSpec {
   bool qkv_bias = false;  // biases on q, k and v projections (Qwen2; attention_bias)
   bool o_bias = false;    // a bias on o_proj (attention_bias in Llama, Mistral, Qwen3)
   bool qk_norm = false;   // RMSNorm over each head of q and k before the rotation (Qwen3)
+  RecomputePolicy recompute;  // activation checkpointing of the layers
   bool random_init = true;  // false: parameters are left uninitialised for weights loaded next
   uint64_t seed = 0;
 };

@@ -32,8 +32,8 @@ class AdamW final : public loom::Optimizer {
     for (size_t i = 0; i < groups_.size(); ++i) {
       State s{at::zeros_like(groups_[i].params), at::zeros_like(groups_[i].params),
               at::empty_like(groups_[i].params), decay_mask(groups_[i])};
-      add_state("exp_avg." + std::to_string(i), s.exp_avg);
-      add_state("exp_avg_sq." + std::to_string(i), s.exp_avg_sq);
+      add_elementwise_state("exp_avg." + std::to_string(i), i, s.exp_avg);
+      add_elementwise_state("exp_avg_sq." + std::to_string(i), i, s.exp_avg_sq);
       state_.push_back(std::move(s));
     }
   }

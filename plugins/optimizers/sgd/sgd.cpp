@@ -23,7 +23,7 @@ class Sgd final : public loom::Optimizer {
       decay_mask_.push_back(decay_mask(groups_[i]));
       if (momentum_ > 0) {
         buffers_.push_back(at::zeros_like(groups_[i].params));
-        add_state("momentum." + std::to_string(i), buffers_.back());
+        add_elementwise_state("momentum." + std::to_string(i), i, buffers_.back());
       }
     }
   }

@@ -18,6 +18,8 @@
  * History: 1.0 first release. 1.1 appended tracker resume/state, hook state and
  * loom_control.request_eval and request_rollback. 1.2 batch fields, model units and metrics,
  * end of epoch. 1.3 model logits and hugging_face. 1.4 model decode (a key/value cache).
+ * 1.5 sharded optimizers: loom_state_tensor.elementwise_group, loom_optimizer_vtable.
+ * requirements and LOOM_PARAM_FLAG_PARTIAL.
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -53,7 +55,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 4
+#define LOOM_ABI_MINOR 5
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"

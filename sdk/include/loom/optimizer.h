@@ -16,7 +16,17 @@ extern "C" {
 
 typedef struct loom_optimizer loom_optimizer; /* plugin-defined */
 
-/* One parameter inside a flat buffer. */
+/* Set by the host (ABI 1.5) on a segment that is only a piece of its parameter: with
+ * [distributed] shard, each rank's optimizer sees one slice of each flat buffer, and a slice
+ * edge may cut a parameter. shape is then the whole parameter's; numel is the piece's. */
+#define LOOM_PARAM_FLAG_PARTIAL 0x80000000u
+
+/* loom_optimizer_vtable.requirements (ABI 1.5). */
+#define LOOM_OPTIMIZER_NEEDS_WHOLE_TENSORS 1u /* the update reads a whole parameter at once (a
+                                                 per-tensor norm, a matrix preconditioner):
+                                                 the host refuses to shard it */
+
+/* One parameter inside a flat buffer (or, flagged LOOM_PARAM_FLAG_PARTIAL, a piece of one). */
 typedef struct loom_param_segment {
   size_t struct_size;
   const char* name;      /* owned by the host; valid for the optimizer's life */
@@ -53,6 +63,11 @@ typedef struct loom_state_tensor {
   size_t struct_size;       /* set by the host; write only fields inside it */
   const char* name;         /* out; owned by the optimizer, e.g. "exp_avg.0" */
   loom_torch_tensor* tensor;/* out; owned by the optimizer; the host may copy into it on load */
+  /* ABI 1.5. out; the host sets -1 first. The index of the group whose params this tensor
+     follows element for element (1-D, the same numel), e.g. Adam's moments. Such state is
+     sharded with the group and resharded on resume; any other state must hold the same
+     values on every rank (a step count) and is saved once. */
+  int64_t elementwise_group;
 } loom_state_tensor;
 
 typedef struct loom_optimizer_vtable {
@@ -67,6 +82,8 @@ typedef struct loom_optimizer_vtable {
   /* Optional */
   size_t (*state_count)(const loom_optimizer* optimizer);
   loom_status* (*state_get)(loom_optimizer* optimizer, size_t index, loom_state_tensor* out);
+  /* ABI 1.5: LOOM_OPTIMIZER_NEEDS_WHOLE_TENSORS or 0 (absent: 0) */
+  uint64_t requirements;
 } loom_optimizer_vtable;
 
 LOOM_ABI_OFFSET(loom_param_segment, shape, 5);
@@ -74,6 +91,8 @@ LOOM_ABI_OFFSET(loom_param_group, segment_count, 4);
 LOOM_ABI_OFFSET(loom_optimizer_step_args, step, 2);
 LOOM_ABI_OFFSET(loom_optimizer_vtable, step, 3);
 LOOM_ABI_OFFSET(loom_optimizer_vtable, state_get, 5);
+LOOM_ABI_OFFSET(loom_optimizer_vtable, requirements, 6);
+LOOM_ABI_OFFSET(loom_state_tensor, elementwise_group, 3);
 
 #ifdef __cplusplus
 }

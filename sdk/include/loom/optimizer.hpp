@@ -26,8 +26,8 @@ class Optimizer {
   struct Segment {
     std::string name;
     int64_t offset = 0, numel = 0;
-    std::vector<int64_t> shape;
-    uint32_t flags = 0;
+    std::vector<int64_t> shape;  // the whole parameter's, also when partial
+    uint32_t flags = 0;          // LOOM_PARAM_FLAG_*; LOOM_PARAM_FLAG_PARTIAL: a slice edge cut it
   };
   struct Group {
     at::Tensor params;  // shares the host's flat buffer: update in place
@@ -37,6 +37,10 @@ class Optimizer {
   using Groups = std::vector<Group>;
 
   static constexpr loom_kind kind = LOOM_KIND_OPTIMIZER;
+  // A class whose update needs whole parameters (a per-tensor norm) declares
+  //   static constexpr uint64_t requirements = LOOM_OPTIMIZER_NEEDS_WHOLE_TENSORS;
+  // and the host then refuses [distributed] shard for it instead of handing it slices.
+  static constexpr uint64_t requirements = 0;
   template <class T>
   static const void* vtable();
 
@@ -53,12 +57,23 @@ class Optimizer {
       if (s.flags & LOOM_PARAM_FLAG_NO_DECAY) mask.narrow(0, s.offset, s.numel).zero_();
     return mask;
   }
-  // Exposes a state tensor for checkpoints; name must stay stable across versions.
-  void add_state(std::string name, at::Tensor t) { state_.emplace_back(std::move(name), std::move(t)); }
+  // Exposes a state tensor for checkpoints; name must stay stable across versions. It must
+  // hold the same values on every rank of a sharded run (a step count).
+  void add_state(std::string name, at::Tensor t) { state_.push_back({std::move(name), std::move(t), -1}); }
+  // State that follows groups_[group].params element for element (Adam's moments): checkpoints
+  // shard it with the group and reshard it when the world size changes.
+  void add_elementwise_state(std::string name, size_t group, at::Tensor t) {
+    state_.push_back({std::move(name), std::move(t), static_cast<int64_t>(group)});
+  }
   Groups groups_;
 
  private:
-  std::vector<std::pair<std::string, at::Tensor>> state_;
+  struct State {
+    std::string name;
+    at::Tensor tensor;
+    int64_t elementwise_group;
+  };
+  std::vector<State> state_;
   template <class T>
   friend struct OptimizerGlue;
 };
@@ -98,17 +113,29 @@ struct OptimizerGlue {
   static loom_status* state_get(loom_optimizer* o, size_t i, loom_state_tensor* out) {
     return guard([&] {
       auto& s = detail::self<Optimizer>(o).state_.at(i);
-      write_out(out, loom_state_tensor{sizeof(loom_state_tensor), s.first.c_str(), handle(s.second)});
+      loom_state_tensor view{};
+      view.struct_size = sizeof(view);
+      view.name = s.name.c_str();
+      view.tensor = handle(s.tensor);
+      view.elementwise_group = s.elementwise_group;
+      write_out(out, view);
     });
   }
 };
 
 template <class T>
 const void* Optimizer::vtable() {
-  static const loom_optimizer_vtable vt = {
-      sizeof(loom_optimizer_vtable),      &OptimizerGlue<T>::create,
-      &detail::destroy<Optimizer, loom_optimizer>, &OptimizerGlue<T>::step,
-      &OptimizerGlue<T>::state_count,     &OptimizerGlue<T>::state_get};
+  static const loom_optimizer_vtable vt = [] {
+    loom_optimizer_vtable v{};
+    v.struct_size = sizeof(loom_optimizer_vtable);
+    v.create = &OptimizerGlue<T>::create;
+    v.destroy = &detail::destroy<Optimizer, loom_optimizer>;
+    v.step = &OptimizerGlue<T>::step;
+    v.state_count = &OptimizerGlue<T>::state_count;
+    v.state_get = &OptimizerGlue<T>::state_get;
+    v.requirements = T::requirements;
+    return v;
+  }();
   return &vt;
 }
 

@@ -1,0 +1,36 @@
+// sharded_checkpoint.hpp: a checkpoint written by every rank of a sharded run ([distributed]
+// shard). Each rank writes its own folder, rank-<R>/, through the backend; rank 0's also holds
+// what is not sharded (RNG, data positions, hooks, trackers) and the layout below. Reading
+// consolidates: the slices are put back into whole tensors under the names an unsharded
+// checkpoint uses (model/<param>, optimizer/<state>), so resume, inspect, export and
+// evaluation read both kinds alike, and a resume at another world size or shard mode
+// simply takes its own slices of the whole tensors.
+//
+// Layout (rank 0's metadata, key "shard"): {"mode", "world_size", "groups": [{"dtype",
+// "numel", "segments": [[name, offset, numel, [shape...]], ...]}], "elementwise": {state name:
+// group}}. Every rank's metadata, key "part": {"rank", "slices": [[start, length] per group]}.
+// Tensors in a part: shard/params.<group> and shard/optimizer/<state> (elementwise state).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "abi/checkpoint_backend.hpp"
+
+namespace loom {
+
+inline constexpr const char* kShardParamsPrefix = "shard/params.";
+inline constexpr const char* kShardOptimizerPrefix = "shard/optimizer/";
+
+// "rank-00003": the folder of one rank's part.
+std::string rank_folder_name(int rank);
+
+// Whether dir holds a sharded checkpoint (a rank-00000 folder).
+bool is_sharded_checkpoint(const std::filesystem::path& dir);
+
+// The checkpoint in dir as whole tensors, sharded or not. Every slice is checked against the
+// layout (bounds, dtype, coverage) before it is copied; throws a runtime Failure naming the
+// file and what does not fit.
+LoadedCheckpoint read_checkpoint(CheckpointBackendInstance& backend, const std::filesystem::path& dir);
+
+}  // namespace loom

@@ -1,0 +1,127 @@
+#include "recompute.hpp"
+
+#include <ATen/autocast_mode.h>
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/custom_class.h>
+
+#include <loom/plugin.hpp>
+
+namespace loom_gpt {
+namespace {
+
+// What the forward run saw, so that the run in backward sees the same.
+struct FirstRun : torch::CustomClassHolder {
+  std::function<at::Tensor(const at::Tensor&)> block;
+  at::Device device = at::kCPU;
+  at::Tensor cpu_rng, device_rng;  // generator states before the block drew anything
+  bool cpu_autocast = false, cuda_autocast = false;
+  at::ScalarType cpu_autocast_dtype = at::kBFloat16, cuda_autocast_dtype = at::kHalf;
+};
+
+at::Generator generator_of(const at::Device& device) {
+  return device.is_cpu() ? at::detail::getDefaultCPUGenerator() : at::globalContext().defaultGenerator(device);
+}
+
+at::Tensor rng_state(const at::Device& device) {
+  at::Generator gen = generator_of(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_rng_state(const at::Device& device, const at::Tensor& state) {
+  at::Generator gen = generator_of(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+// For the length of the second run: the first run's RNG and autocast state; then back to what
+// backward had, so checkpointing leaves no trace on the random numbers drawn afterwards.
+class ReplayScope {
+ public:
+  explicit ReplayScope(const FirstRun& first) : first_(first) {
+    cpu_rng_ = rng_state(at::kCPU);
+    set_rng_state(at::kCPU, first.cpu_rng);
+    if (first.device_rng.defined()) {
+      device_rng_ = rng_state(first.device);
+      set_rng_state(first.device, first.device_rng);
+    }
+    cpu_autocast_ = at::autocast::is_cpu_enabled();
+    cuda_autocast_ = at::autocast::is_enabled();
+    cpu_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    cuda_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    apply(first.cpu_autocast, first.cpu_autocast_dtype, first.cuda_autocast, first.cuda_autocast_dtype);
+  }
+  ~ReplayScope() {
+    apply(cpu_autocast_, cpu_dtype_, cuda_autocast_, cuda_dtype_);
+    set_rng_state(at::kCPU, cpu_rng_);
+    if (device_rng_.defined()) set_rng_state(first_.device, device_rng_);
+  }
+  ReplayScope(const ReplayScope&) = delete;
+  ReplayScope& operator=(const ReplayScope&) = delete;
+
+ private:
+  static void apply(bool cpu, at::ScalarType cpu_dtype, bool cuda, at::ScalarType cuda_dtype) {
+    at::autocast::set_cpu_enabled(cpu);
+    at::autocast::set_autocast_cpu_dtype(cpu_dtype);
+    at::autocast::set_enabled(cuda);
+    at::autocast::set_autocast_gpu_dtype(cuda_dtype);
+  }
+  const FirstRun& first_;
+  at::Tensor cpu_rng_, device_rng_;
+  bool cpu_autocast_, cuda_autocast_;
+  at::ScalarType cpu_dtype_, cuda_dtype_;
+};
+
+struct Checkpoint : torch::autograd::Function<Checkpoint> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            c10::intrusive_ptr<FirstRun> first) {
+    ctx->save_for_backward({x});
+    at::Tensor y = first->block(x);  // autograd records nothing inside a Function's forward
+    ctx->saved_data["first_run"] = at::IValue::make_capsule(std::move(first));
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    const auto first = c10::static_intrusive_pointer_cast<FirstRun>(ctx->saved_data["first_run"].toCapsule());
+    const at::Tensor input = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    at::Tensor y;
+    {
+      const ReplayScope replay(*first);
+      const at::AutoGradMode record(true);
+      y = first->block(input);
+    }
+    // Parameters' gradients accumulate where they always do (the host's flat buffer, with
+    // its hooks); the input's gradient goes on to the block before.
+    torch::autograd::backward({y}, {grad_out[0]});
+    return {input.grad(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+void check_recompute_policy(const RecomputePolicy& policy, const std::string& component) {
+  if (policy.mode != "none" && policy.mode != "full" && policy.mode != "every_n")
+    throw loom::Error(component + ": activation_checkpointing = \"" + policy.mode +
+                      "\": use \"none\", \"full\" (every block) or \"every_n\" (every checkpoint_every-th block)");
+  if (policy.every < 1)
+    throw loom::Error(component + ": checkpoint_every must be at least 1, got " + std::to_string(policy.every));
+}
+
+at::Tensor recomputed(std::function<at::Tensor(const at::Tensor&)> block, const at::Tensor& x) {
+  if (!at::GradMode::is_enabled()) return block(x);  // evaluation, generation: nothing to keep
+  auto first = c10::make_intrusive<FirstRun>();
+  first->block = std::move(block);
+  first->device = x.device();
+  first->cpu_rng = rng_state(at::kCPU);
+  if (!x.device().is_cpu()) first->device_rng = rng_state(x.device());
+  first->cpu_autocast = at::autocast::is_cpu_enabled();
+  first->cuda_autocast = at::autocast::is_enabled();
+  first->cpu_autocast_dtype = at::autocast::get_autocast_cpu_dtype();
+  first->cuda_autocast_dtype = at::autocast::get_autocast_gpu_dtype();
+  return Checkpoint::apply(x, std::move(first));
+}
+
+}  // namespace loom_gpt
