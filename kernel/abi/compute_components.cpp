@@ -14,10 +14,11 @@ std::vector<ModelParam> ModelInstance::params() {
   for (size_t i = 0; i < count; ++i) {
     loom_param_view view{};
     view.struct_size = sizeof(view);
+    view.unit = -1;  // a plugin older than ABI 1.5 leaves it
     check(vt_.param_get(handle_, i, &view), "param_get");
     if (view.name == nullptr || view.tensor == nullptr)
       throw runtime_failure(where() + ": parameter " + std::to_string(i) + " has no name or tensor");
-    out.push_back({view.name, &tensor(view.tensor), view.flags});
+    out.push_back({view.name, &tensor(view.tensor), view.flags, view.unit});
   }
   return out;
 }

@@ -32,6 +32,7 @@ struct ModelParam {
   std::string name;
   at::Tensor* tensor;  // owned by the model; the host rebinds its storage
   uint32_t flags;
+  int64_t unit = -1;   // the layer it belongs to (ABI 1.5), or -1
 };
 
 class ModelInstance : public Instance<loom_model_vtable, loom_model> {

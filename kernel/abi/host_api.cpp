@@ -1,4 +1,5 @@
 #include "abi/host_api.hpp"
+#include "abi/unit_boundary.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -164,6 +165,7 @@ const loom_host_api* host_api() {
     table.config_get_bool = &config_get_bool;
     table.config_get_string = &config_get_string;
     table.config_has = &config_has;
+    table.unit_boundary = &unit_boundary;
     return table;
   }();
   return &api;

@@ -153,6 +153,31 @@ void Communicator::start_reduce(at::Tensor& t, int root) {
   });
 }
 
+uint64_t Communicator::start_broadcast(at::Tensor& t, int root) {
+  const uint64_t ticket = next_ticket_++;
+#ifdef LOOM_WITH_NCCL
+  if (nccl_ && t.is_cuda()) {  // stream-ordered: the ticket has nothing to wait for
+    guarded("nccl", [&] { nccl_->broadcast(t, root); });
+    return ticket;
+  }
+#endif
+  guarded("parameter broadcast", [&] {
+    std::vector<at::Tensor> one{t};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    tickets_[ticket] = group_->broadcast(one, options);
+  });
+  return ticket;
+}
+
+void Communicator::wait_ticket(uint64_t ticket) {
+  auto it = tickets_.find(ticket);
+  if (it == tickets_.end()) return;  // NCCL, or already waited
+  const auto work = it->second;
+  tickets_.erase(it);
+  guarded("parameter broadcast", [&] { work->wait(); });
+}
+
 void Communicator::allgather_chunks(at::Tensor& buffer) {
   LOOM_NCCL_OR(buffer, nccl_->allgather(buffer));
   guarded("parameter all-gather", [&] {

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,10 @@ class Communicator {
   void broadcast(at::Tensor& t, int root);
   // Starts summing t into root's t (a piece of a reduce-scatter); wait_all() waits.
   void start_reduce(at::Tensor& t, int root);
+  // Starts a broadcast without waiting; wait_ticket waits for that one (tickets are this
+  // communicator's own; each is waited once).
+  uint64_t start_broadcast(at::Tensor& t, int root);
+  void wait_ticket(uint64_t ticket);
   // buffer holds world_size equal chunks: every rank's own chunk reaches every rank.
   void allgather_chunks(at::Tensor& buffer);
   // The run's c10d store, for agreement off the main thread (a sharded save's commit).
@@ -61,6 +66,8 @@ class Communicator {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   std::vector<c10::intrusive_ptr<c10d::Work>> pending_;
+  std::map<uint64_t, c10::intrusive_ptr<c10d::Work>> tickets_;  // started broadcasts
+  uint64_t next_ticket_ = 0;
   std::unique_ptr<NcclComm> nccl_;  // null unless the run uses NCCL
 };
 

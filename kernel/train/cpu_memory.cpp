@@ -15,3 +15,40 @@ void keep_freed_cpu_memory() {
 }
 
 }  // namespace loom
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+#include "base/failure.hpp"
+
+namespace loom {
+
+void release_memory(const at::Tensor& range, bool zeroed) {
+  if (range.numel() == 0) return;
+  if (!range.device().is_cpu() || !range.is_contiguous()) {
+    if (zeroed) at::Tensor(range).zero_();
+    return;
+  }
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(range.data_ptr());
+  const uintptr_t end = begin + range.nbytes();
+  const uintptr_t first_page = (begin + page - 1) / page * page, last_page = end / page * page;
+  if (last_page <= first_page) {  // no whole page inside
+    if (zeroed) at::Tensor(range).zero_();
+    return;
+  }
+  if (::madvise(reinterpret_cast<void*>(first_page), last_page - first_page, MADV_DONTNEED) != 0)
+    throw runtime_failure("releasing sharded memory: madvise failed");
+  if (!zeroed) return;
+  const int64_t item = range.element_size();
+  // The element counts before the first whole page and after the last one.
+  const auto head = static_cast<int64_t>((first_page - begin) / static_cast<uintptr_t>(item));
+  const auto tail_start = static_cast<int64_t>((last_page - begin) / static_cast<uintptr_t>(item));
+  at::Tensor all = range;
+  if (head > 0) all.narrow(0, 0, head).zero_();
+  if (tail_start < all.numel()) all.narrow(0, tail_start, all.numel() - tail_start).zero_();
+}
+
+}  // namespace loom

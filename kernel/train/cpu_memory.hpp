@@ -12,3 +12,18 @@ namespace loom {
 void keep_freed_cpu_memory();
 
 }  // namespace loom
+
+#include <ATen/ATen.h>
+
+namespace loom {
+
+// Gives back the memory under a range of a live buffer that will not be read before it is
+// written again (a sharded rank's copy of weights or gradients it does not own). On the CPU
+// the whole pages inside the range are returned to the OS (madvise MADV_DONTNEED: they read as
+// zeros when touched again); the bytes at the range's ends that share a page with
+// neighbouring data stay. zeroed: make the whole range read as zeros afterwards (the partial
+// pages at the ends are zeroed by hand), as a gradient buffer must before backward adds into it.
+// On other devices nothing is given back; zeroed still zeroes the range.
+void release_memory(const at::Tensor& range, bool zeroed);
+
+}  // namespace loom

@@ -53,6 +53,19 @@ std::unique_ptr<GradientSync> build_gradient_sync(const RunPlan& plan, Pipeline&
   return std::make_unique<GradientSync>(pipeline.model.params(), pipeline.flat, *comm, bucket_bytes);
 }
 
+std::unique_ptr<ParameterShards> build_parameter_shards(const RunPlan& plan, Pipeline& pipeline, Communicator* comm,
+                                                        const at::Device& device) {
+  if (pipeline.flat.shard().mode != ShardMode::parameters || !comm) return nullptr;
+  if (!device.is_cpu())
+    throw usage_failure("[distributed] shard = \"parameters\" gives memory back on the CPU only in this version; on " +
+                        device.str() + " use shard = \"gradients\"");
+  if (plan.hf_export.enabled)
+    throw usage_failure("[distributed] shard = \"parameters\" with [export]: no rank holds the whole model between "
+                        "steps; drop [export] and run `host export` on a checkpoint");
+  return std::make_unique<ParameterShards>(pipeline.model.params(), pipeline.flat, *comm,
+                                           pipeline.model.component().name);
+}
+
 std::unique_ptr<Evaluator> build_evaluator(const RunPlan& plan, Pipeline& pipeline, const at::Device& device,
                                            Communicator* comm) {
   if (!pipeline.eval_data) return nullptr;

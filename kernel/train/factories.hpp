@@ -12,6 +12,7 @@
 #include "dist/dist_env.hpp"
 #include "train/evaluator.hpp"
 #include "train/grad_sync.hpp"
+#include "train/parameter_shards.hpp"
 #include "train/pipeline.hpp"
 #include "train/run_plan.hpp"
 
@@ -30,6 +31,11 @@ std::unique_ptr<Communicator> build_communicator(const RunPlan& plan, const Dist
 // The gradient all-reduce that overlaps backward; null without comm. First makes every rank
 // start from rank 0's weights, whatever its own init drew.
 std::unique_ptr<GradientSync> build_gradient_sync(const RunPlan& plan, Pipeline& pipeline, Communicator* comm);
+// shard = "parameters" on more than one rank: the unit-by-unit gathering (after
+// build_gradient_sync, whose broadcast makes every rank's weights rank 0's); otherwise null.
+// Throws a usage Failure where the mode cannot run (a CUDA device, [export]).
+std::unique_ptr<ParameterShards> build_parameter_shards(const RunPlan& plan, Pipeline& pipeline, Communicator* comm,
+                                                        const at::Device& device);
 
 // Evaluation on [eval_data]; null without it.
 std::unique_ptr<Evaluator> build_evaluator(const RunPlan& plan, Pipeline& pipeline, const at::Device& device,

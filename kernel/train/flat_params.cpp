@@ -5,6 +5,7 @@
 #include <map>
 
 #include "base/failure.hpp"
+#include "train/cpu_memory.hpp"
 
 namespace loom {
 
@@ -12,13 +13,16 @@ ShardMode shard_mode_from_name(const std::string& name) {
   if (name == "none") return ShardMode::none;
   if (name == "optimizer") return ShardMode::optimizer;
   if (name == "gradients") return ShardMode::gradients;
-  throw usage_failure("[distributed] shard = \"" + name + "\": use \"none\", \"optimizer\" or \"gradients\"");
+  if (name == "parameters") return ShardMode::parameters;
+  throw usage_failure("[distributed] shard = \"" + name +
+                      "\": use \"none\", \"optimizer\", \"gradients\" or \"parameters\"");
 }
 
 const char* shard_mode_name(ShardMode mode) {
   switch (mode) {
     case ShardMode::optimizer: return "optimizer";
     case ShardMode::gradients: return "gradients";
+    case ShardMode::parameters: return "parameters";
     default: return "none";
   }
 }
@@ -115,11 +119,20 @@ void FlatParams::build_optimizer_view(Group& group) {
 }
 
 void FlatParams::zero_grad() {
-  for (auto& g : groups_) g->grads.zero_();
+  // Reducing to owners, the rest was released (and reads as zeros) after the last step.
+  for (auto& g : groups_) (reduces_to_owner() ? g->owned_grads : g->grads).zero_();
+}
+
+void FlatParams::release_unowned_grads() {
+  for (auto& g : groups_) {
+    const int64_t owned_end = g->owned.start + g->owned.length;
+    release_memory(g->grads.narrow(0, 0, g->owned.start), /*zeroed=*/true);
+    release_memory(g->grads.narrow(0, owned_end, g->grads.numel() - owned_end), /*zeroed=*/true);
+  }
 }
 
 at::Tensor FlatParams::grad_norm() const {
-  if (groups_.size() == 1 && shard_.mode != ShardMode::gradients) return groups_[0]->grads.norm();
+  if (groups_.size() == 1 && !reduces_to_owner()) return groups_[0]->grads.norm();
   return owned_grad_square_sum().sqrt();
 }
 
@@ -128,7 +141,7 @@ at::Tensor FlatParams::owned_grad_square_sum() const {
   for (const auto& g : groups_) {
     // Outside the owned slice "gradients" mode holds partial sums; elsewhere the whole buffer
     // is the reduced gradient (and the padding is zero).
-    const at::Tensor& used = shard_.mode == ShardMode::gradients ? g->owned_grads : g->grads;
+    const at::Tensor& used = reduces_to_owner() ? g->owned_grads : g->grads;
     at::Tensor s = used.to(at::kFloat).pow(2).sum();
     squares = squares.defined() ? squares + s.to(squares.device()) : s;
   }

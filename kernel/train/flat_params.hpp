@@ -22,10 +22,11 @@
 namespace loom {
 
 // What the ranks split between them: "none" (replicated), "optimizer" (ZeRO-1: optimizer
-// state; gradients all-reduced whole) or "gradients" (ZeRO-2: also gradients, reduced to their
-// owner only, so outside its slice a rank's gradient buffer holds partial sums). Parameters
-// stay whole on every rank in both.
-enum class ShardMode { none, optimizer, gradients };
+// state; gradients all-reduced whole), "gradients" (ZeRO-2: also gradients, reduced to their
+// owner only; outside its slice a rank's gradient buffer is released after each step) or
+// "parameters" (ZeRO-3: also the weights of the model's units outside the slice, gathered
+// around each unit's use by train/parameter_shards.hpp).
+enum class ShardMode { none, optimizer, gradients, parameters };
 ShardMode shard_mode_from_name(const std::string& name);
 const char* shard_mode_name(ShardMode mode);
 
@@ -72,6 +73,11 @@ class FlatParams {
 
   const ShardSpec& shard() const { return shard_; }
   bool sharded() const { return shard_.mode != ShardMode::none; }
+  // Whether each gradient bucket is reduced to its owner only ("gradients", "parameters").
+  bool reduces_to_owner() const { return shard_.mode == ShardMode::gradients || shard_.mode == ShardMode::parameters; }
+  // After the reduction in those modes: the gradient buffers outside this rank's slices are
+  // given back (their pages on the CPU) and read as zeros, ready for the next step.
+  void release_unowned_grads();
   // Per group (in abi() order): the whole parameter buffer, padding excluded.
   std::vector<at::Tensor> whole_params() const;
   // Per group: this rank's slice of it (everything when not sharded).

@@ -21,7 +21,14 @@ struct ReadyHook final : torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-GradientSync::GradientSync(const std::vector<ModelParam>& params, const FlatParams& flat, Communicator& comm,
+std::shared_ptr<torch::autograd::Node> on_gradient_accumulated(const ModelParam& param, std::function<void()> ready) {
+  auto accumulator = torch::autograd::impl::grad_accumulator(*param.tensor);
+  if (!accumulator) throw runtime_failure("parameter \"" + param.name + "\" has no gradient accumulator");
+  accumulator->add_post_hook(std::make_unique<ReadyHook>(std::move(ready)));
+  return accumulator;
+}
+
+GradientSync::GradientSync(const std::vector<ModelParam>& params, FlatParams& flat, Communicator& comm,
                            int64_t bucket_bytes)
     : comm_(comm), flat_(flat), buckets_(flat.grad_buckets(bucket_bytes, &owner_)) {
   bucket_size_.assign(buckets_.size(), 0);
@@ -36,10 +43,7 @@ GradientSync::GradientSync(const std::vector<ModelParam>& params, const FlatPara
       if (begin < bucket_end && bucket_begin < end) touched.push_back(b), ++bucket_size_[b];
     }
     param_buckets_.push_back(std::move(touched));
-    auto accumulator = torch::autograd::impl::grad_accumulator(*params[i].tensor);
-    if (!accumulator) throw runtime_failure("parameter \"" + params[i].name + "\" has no gradient accumulator");
-    accumulator->add_post_hook(std::make_unique<ReadyHook>([this, i] { on_gradient_ready(i); }));
-    accumulators_.push_back(std::move(accumulator));
+    accumulators_.push_back(on_gradient_accumulated(params[i], [this, i] { on_gradient_ready(i); }));
   }
   missing_ = bucket_size_;
   started_.assign(buckets_.size(), false);
@@ -69,22 +73,24 @@ double GradientSync::finish() {
   for (size_t b = 0; b < buckets_.size(); ++b)
     if (!started_[b]) start(b);
   comm_.wait_all();
+  if (flat_.reduces_to_owner()) flat_.release_unowned_grads();
   return buckets_.empty() ? 0.0 : static_cast<double>(started_early_) / static_cast<double>(buckets_.size());
 }
 
 void GradientSync::start(size_t bucket) {
-  if (flat_.shard().mode == ShardMode::gradients) comm_.start_reduce(buckets_[bucket], owner_[bucket]);
+  if (flat_.reduces_to_owner()) comm_.start_reduce(buckets_[bucket], owner_[bucket]);
   else comm_.start_allreduce(buckets_[bucket]);
   started_[bucket] = true;
 }
 
 void GradientSync::gather_params() {
-  if (!flat_.sharded()) return;
+  // "parameters" gathers each unit when it runs next (train/parameter_shards.hpp).
+  if (!flat_.sharded() || flat_.shard().mode == ShardMode::parameters) return;
   for (at::Tensor buffer : flat_.param_buffers()) comm_.allgather_chunks(buffer);
 }
 
 at::Tensor GradientSync::grad_norm() {
-  if (flat_.shard().mode != ShardMode::gradients) return flat_.grad_norm();
+  if (!flat_.reduces_to_owner()) return flat_.grad_norm();
   at::Tensor squares = flat_.owned_grad_square_sum();
   comm_.allreduce_sum(squares);
   return squares.sqrt();

@@ -11,6 +11,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -24,9 +25,13 @@ struct Node;
 
 namespace loom {
 
+// Calls ready each time autograd has added a gradient into param's .grad. Keep the returned
+// node (the parameter's gradient accumulator) alive as long as the hook should run.
+std::shared_ptr<torch::autograd::Node> on_gradient_accumulated(const ModelParam& param, std::function<void()> ready);
+
 class GradientSync {
  public:
-  GradientSync(const std::vector<ModelParam>& params, const FlatParams& flat, Communicator& comm, int64_t bucket_bytes);
+  GradientSync(const std::vector<ModelParam>& params, FlatParams& flat, Communicator& comm, int64_t bucket_bytes);
   ~GradientSync();
 
   // Before the backward of the last micro-batch: buckets start as soon as they are complete.
@@ -46,7 +51,7 @@ class GradientSync {
   void start(size_t bucket);
 
   Communicator& comm_;
-  const FlatParams& flat_;
+  FlatParams& flat_;
   std::vector<int> owner_;                            // the rank owning each bucket (sharded); before buckets_, which fills it
   std::vector<at::Tensor> buckets_;                   // views of the flat gradient buffers
   std::vector<std::vector<size_t>> param_buckets_;    // buckets each parameter touches

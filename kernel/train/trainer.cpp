@@ -51,6 +51,7 @@ class Trainer {
     context.total_steps = settings_.steps;
     p_ = std::make_unique<Pipeline>(plan, context);
     grad_sync_ = build_gradient_sync(plan, *p_, comm_.get());
+    shards_ = build_parameter_shards(plan, *p_, comm_.get(), device_);
     events_ = std::make_unique<EventBus>(p_->hooks);
     evaluator_ = build_evaluator(plan, *p_, device_, comm_.get());
     checkpoints_ = build_checkpoints(plan, *p_, run_dir);
@@ -110,13 +111,19 @@ class Trainer {
   // What each rank holds for the model between steps, so the effect of [distributed] shard
   // shows in the first lines of a run (tools/bench/shard_bench reads them).
   void log_state_bytes() {
-    int64_t params = 0, state = 0;
+    int64_t params = 0, grads = 0, state = 0;
     for (const at::Tensor& buffer : p_->flat.param_buffers()) params += static_cast<int64_t>(buffer.nbytes());
+    grads = params;
+    if (comm_ && p_->flat.reduces_to_owner()) {  // the rest is given back after each step
+      grads = 0;
+      for (const OwnedSlice& s : p_->flat.owned_slices()) grads += s.length * p_->flat.param_buffers()[0].element_size();
+    }
+    if (shards_) params = shards_->resident_param_bytes();
     for (const auto& st : p_->optimizer.state()) state += static_cast<int64_t>(st.tensor->nbytes());
     const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
-    spdlog::info("held per rank: parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer state {:.1f} MiB (shard {}, "
-                 "{} rank{})",
-                 mib(params), mib(params), mib(state), shard_mode_name(p_->flat.shard().mode), world_size(),
+    spdlog::info("held per rank between steps: parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer state {:.1f} MiB "
+                 "(shard {}, {} rank{})",
+                 mib(params), mib(grads), mib(state), shard_mode_name(p_->flat.shard().mode), world_size(),
                  world_size() == 1 ? "" : "s");
   }
 
@@ -145,6 +152,7 @@ class Trainer {
 
     // 2. Forward and backward; every token weighs the same across micro-batches.
     p_->flat.zero_grad();
+    if (shards_) shards_->gather_root();  // the layers are gathered as the model reaches them
     at::Tensor loss_total = at::zeros({}, at::TensorOptions().device(device_));
     at::Tensor units_total;  // defined when the model reports its own units (ABI 1.2)
     int64_t tokens_before = 0;  // this rank's label tokens in the micro-batches before
@@ -162,6 +170,7 @@ class Trainer {
       if (out.units.defined() || !out.metrics.empty()) count_units(out, b, tokens_before, units_total);
       tokens_before += b.tokens;
       if (grad_sync_ && i + 1 == batches.size()) grad_sync_->arm();  // communicate on the last only
+      if (shards_) shards_->begin_backward();
       (loss * scale).backward();
       loss_total += loss.detach();
     }
@@ -191,6 +200,7 @@ class Trainer {
     if (veto.skip_step) ++summary_.skipped_steps;
     else p_->optimizer.step(progress_.lr, step);
     if (grad_sync_) grad_sync_->gather_params();  // sharded: each rank updated only its slice
+    if (shards_) shards_->after_step();
 
     // 5. The step is done: count it, then step_end.
     progress_.step = step;
@@ -291,6 +301,7 @@ class Trainer {
         spdlog::info("resume: manifest changed: {}", change);
     }
     restore_tensors(*p_, loaded, path.string());
+    if (shards_) shards_->release_all();  // the whole weights were written; keep this rank's slices
     if (mode == Restore::resume) {
       data_state_ = data_state_for_this_rank(restored, path.string());
       if (p_->data.has_state()) p_->data.load_state(data_state_);
@@ -349,7 +360,9 @@ class Trainer {
       warned_no_eval_data_ = true;
       return false;
     }
+    if (shards_) shards_->gather_root();
     eval_metrics_ = evaluator_->run(p_->model);
+    if (shards_) shards_->release_all();
     spdlog::info("eval at step {}: loss {:.4f}, perplexity {:.2f}", progress_.step, eval_metrics_[0].second,
                  eval_metrics_[1].second);
     const MetricsView view(progress_.step, eval_metrics_);
@@ -422,6 +435,7 @@ class Trainer {
   std::unique_ptr<Communicator> comm_;  // null in a single-process run
   std::unique_ptr<Pipeline> p_;
   std::unique_ptr<GradientSync> grad_sync_;  // gradient all-reduce overlapping backward
+  std::unique_ptr<ParameterShards> shards_;  // shard = "parameters": units gathered as they run
   std::unique_ptr<EventBus> events_;
   std::unique_ptr<Evaluator> evaluator_;            // null without [eval_data]
   std::unique_ptr<CheckpointManager> checkpoints_;  // after p_: joins its writer before the backend dies

@@ -33,6 +33,8 @@
   X(loom_param_group, segment_count, 4) X(loom_optimizer_step_args, step, 2)                   \
   X(loom_optimizer_vtable, step, 3) X(loom_optimizer_vtable, state_get, 5)                     \
   X(loom_optimizer_vtable, requirements, 6) X(loom_state_tensor, elementwise_group, 3)        \
+  X(loom_host_api, unit_boundary, 13) X(loom_param_view, unit, 4)                              \
+  X(loom_unit_boundary_args, input, 3) X(loom_unit_boundary_args, output, 4)                   \
   X(loom_schedule_vtable, factor, 3) X(loom_metric, value, 2) X(loom_metrics, count, 3)        \
   X(loom_tracker_vtable, log, 3) X(loom_tracker_vtable, note, 4)                               \
   X(loom_tracker_vtable, resume, 5) X(loom_tracker_vtable, state_load, 7)                      \

@@ -26,12 +26,14 @@ namespace loom_dist_test {
 
 namespace fs = std::filesystem;
 
-inline std::string manifest(const fs::path& dir, int steps) {
+// The default model is a small MLP; model_table replaces its [model] table.
+inline const char* kMlpModel = "[model]\nuse = \"mlp_lm\"\nn_embd = 16\ncontext = 2\nhidden = 32\n";
+
+inline std::string manifest(const fs::path& dir, int steps, const std::string& model_table = kMlpModel) {
   const fs::path path = dir / "m.toml";
   std::ofstream(path) << "[run]\ndir = \"" << dir.string() << "\"\nsteps = " << steps
-                      << "\nlog_every = 1\nthreads = 1\npeak_flops = 1e9\n"
-                         "[model]\nuse = \"mlp_lm\"\nn_embd = 16\ncontext = 2\nhidden = 32\n"
-                         "[data]\nuse = \"synthetic\"\nseq_len = 16\n"
+                      << "\nlog_every = 1\nthreads = 1\npeak_flops = 1e9\n" << model_table
+                      << "[data]\nuse = \"synthetic\"\nseq_len = 16\n"
                          "[optimizer]\nuse = \"adamw\"\nlr = 0.01\n"
                          "[[trackers]]\nuse = \"jsonl\"\n"
                          "[checkpoint]\nevery = 10\nkeep = 5\n"

@@ -73,6 +73,7 @@ class GptModel : public CausalLm {
     wpe_ = add_param("transformer.wpe.weight", normal({s_.n_positions, C}, s_.init_std), kNoDecay);  // (P, C), lookup
     for (int64_t i = 0; i < L; ++i) {
       const std::string p = "transformer.h." + std::to_string(i) + ".";
+      begin_unit(i);  // each block is a unit of [distributed] shard = "parameters"
       Block b;
       b.ln_1_w = param(p + "ln_1.weight", filled({C}, 1.0), kNoDecay);
       b.ln_1_b = bias(p + "ln_1.bias", C);
@@ -87,6 +88,7 @@ class GptModel : public CausalLm {
       b.mlp_proj_w = param(p + "mlp.c_proj.weight", normal({F, C}, proj_std), 0);
       b.mlp_proj_b = bias(p + "mlp.c_proj.bias", C);
       blocks_.push_back(b);
+      end_unit();
     }
     ln_f_w_ = param("transformer.ln_f.weight", filled({C}, 1.0), kNoDecay);  // (C)
     ln_f_b_ = bias("transformer.ln_f.bias", C);                               // (C)
@@ -118,7 +120,9 @@ class GptModel : public CausalLm {
         const at::Tensor y = in + attention(b, i, at::layer_norm(in, {C}, b.ln_1_w, b.ln_1_b, eps), layout);
         return y + mlp(b, at::layer_norm(y, {C}, b.ln_2_w, b.ln_2_b, eps));  // (B, T, C)
       };
+      x = enter_unit(static_cast<int64_t>(i), x);
       x = s_.recompute.applies(i) ? recomputed(block, x) : block(x);
+      x = exit_unit(static_cast<int64_t>(i), x);
     }
     return at::layer_norm(x, {C}, ln_f_w_, ln_f_b_, eps);  // (B, T, C)
   }

@@ -83,6 +83,7 @@ class LlamaModel : public CausalLm {
                                : add_param("model.embed_tokens.weight", normal({V, C}, s_.init_std), kNoDecay);
     for (int64_t i = 0; i < L; ++i) {
       const std::string p = "model.layers." + std::to_string(i) + ".";
+      begin_unit(i);  // each layer is a unit of [distributed] shard = "parameters"
       Layer l;  // registered in Hugging Face's order: self_attn, mlp, then the two norms
       l.q_proj = param(p + "self_attn.q_proj.weight", normal({H * D, C}, s_.init_std), 0);
       if (s_.qkv_bias) l.q_bias = add_param(p + "self_attn.q_proj.bias", filled(H * D, 0.0), kNoDecay);
@@ -102,6 +103,7 @@ class LlamaModel : public CausalLm {
       l.input_norm = param(p + "input_layernorm.weight", filled(C, 1.0), kNoDecay);
       l.post_norm = param(p + "post_attention_layernorm.weight", filled(C, 1.0), kNoDecay);
       layers_.push_back(l);
+      end_unit();
     }
     norm_ = param("model.norm.weight", filled(C, 1.0), kNoDecay);                                  // (C)
     lm_head_ = s_.tie_embeddings ? embed_ : param("lm_head.weight", normal({V, C}, s_.init_std), 0);     // (V, C)
@@ -126,7 +128,9 @@ class LlamaModel : public CausalLm {
         const at::Tensor y = in + attention(l, i, rms_norm(in, l.input_norm, s_.rms_norm_eps), layout);
         return y + mlp(l, rms_norm(y, l.post_norm, s_.rms_norm_eps));  // (B, T, C)
       };
+      x = enter_unit(static_cast<int64_t>(i), x);
       x = s_.recompute.applies(i) ? recomputed(layer, x) : layer(x);
+      x = exit_unit(static_cast<int64_t>(i), x);
     }
     return rms_norm(x, norm_, s_.rms_norm_eps);  // (B, T, C)
   }

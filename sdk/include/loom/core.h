@@ -18,8 +18,8 @@
  * History: 1.0 first release. 1.1 appended tracker resume/state, hook state and
  * loom_control.request_eval and request_rollback. 1.2 batch fields, model units and metrics,
  * end of epoch. 1.3 model logits and hugging_face. 1.4 model decode (a key/value cache).
- * 1.5 sharded optimizers: loom_state_tensor.elementwise_group, loom_optimizer_vtable.
- * requirements and LOOM_PARAM_FLAG_PARTIAL.
+ * 1.5 sharding: loom_state_tensor.elementwise_group, loom_optimizer_vtable.requirements,
+ * LOOM_PARAM_FLAG_PARTIAL; the model's units (loom_param_view.unit, host unit_boundary).
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -87,6 +87,9 @@ extern "C" {
 /* Compute-plane tensor handle: an at::Tensor underneath. Only torch-linked plugins whose
    fingerprint equals the host's ever see one (rule 7 of docs/abi.md). */
 typedef struct loom_torch_tensor loom_torch_tensor;
+
+/* Defined in loom/model.h (ABI 1.5); declared here for loom_host_api.unit_boundary. */
+struct loom_unit_boundary_args;
 
 /* Tokens whose target equals this index carry no loss. */
 #define LOOM_IGNORE_INDEX (-100)
@@ -202,6 +205,11 @@ typedef struct loom_host_api {
   loom_status* (*config_get_string)(const loom_config* config, const char* key, const char** out);
   /* Nonzero when the key is set (by manifest or default). */
   int32_t (*config_has)(const loom_config* config, const char* key);
+  /* ABI 1.5, torch-linked models only (loom/model.h loom_unit_boundary_args): called around
+     the forward of each unit the model declared (loom_param_view.unit), so that with
+     [distributed] shard = "parameters" the host gathers the unit's parameters before it and
+     releases them after. Without sharding it hands the tensor back unchanged. */
+  loom_status* (*unit_boundary)(struct loom_unit_boundary_args* args);
 } loom_host_api;
 
 /* What the entry point returns. Static. */
@@ -232,6 +240,7 @@ LOOM_ABI_OFFSET(loom_host_api, abi_major, 1);
 LOOM_ABI_OFFSET(loom_host_api, status_create, 2);
 LOOM_ABI_OFFSET(loom_host_api, registry_add_component, 7);
 LOOM_ABI_OFFSET(loom_host_api, config_has, 12);
+LOOM_ABI_OFFSET(loom_host_api, unit_boundary, 13);
 LOOM_ABI_OFFSET(loom_component, vtable, 6);
 LOOM_ABI_OFFSET(loom_option_spec, doc, 5);
 LOOM_ABI_OFFSET(loom_context, device, 5);

@@ -25,7 +25,28 @@ typedef struct loom_param_view {
   loom_torch_tensor* tensor;/* out; owned by the model. The host may rebind its storage
                                (set_data) to a view of a flat buffer; the model keeps using it */
   uint32_t flags;           /* out; LOOM_PARAM_FLAG_* */
+  /* ABI 1.5. out; the host sets -1 first. The unit (a layer, numbered from 0 in forward
+     order) this parameter belongs to; -1: none (embeddings, final norm, output layer). A
+     unit's parameters are registered one after another, and the model's forward calls the
+     host's unit_boundary around each unit (loom::Model::enter_unit / exit_unit). */
+  int64_t unit;
 } loom_param_view;
+
+/* (ABI 1.5) The host's unit_boundary (loom/core.h). */
+typedef enum loom_unit_phase {
+  LOOM_UNIT_ENTER = 0, /* input is the unit's input, before its forward */
+  LOOM_UNIT_EXIT = 1   /* input is the unit's output, after its forward */
+} loom_unit_phase;
+
+typedef struct loom_unit_boundary_args {
+  size_t struct_size;
+  int64_t unit;                   /* as declared in loom_param_view.unit */
+  int32_t phase;                  /* loom_unit_phase */
+  const loom_torch_tensor* input; /* borrowed for the call */
+  loom_torch_tensor* output;      /* owned by the plugin; the host assigns the tensor the model
+                                     goes on with (input itself, or an alias whose backward
+                                     gathers the unit's parameters again) */
+} loom_unit_boundary_args;
 
 /* (ABI 1.2) One named field of the batch (loom/dataset.h lists the standard names). */
 typedef struct loom_batch_field {
@@ -126,6 +147,9 @@ typedef struct loom_model_vtable {
 } loom_model_vtable;
 
 LOOM_ABI_OFFSET(loom_param_view, flags, 3);
+LOOM_ABI_OFFSET(loom_param_view, unit, 4);
+LOOM_ABI_OFFSET(loom_unit_boundary_args, input, 3);
+LOOM_ABI_OFFSET(loom_unit_boundary_args, output, 4);
 LOOM_ABI_OFFSET(loom_model_forward_args, loss_sum, 3);
 LOOM_ABI_OFFSET(loom_model_forward_args, field_count, 5);
 LOOM_ABI_OFFSET(loom_model_forward_args, report_metric, 8);

@@ -110,9 +110,20 @@ class Model {
   // host later rebinds the storage into its flat buffer; every handle sees the change.
   at::Tensor add_param(std::string name, at::Tensor init, uint32_t flags = 0) {
     init.requires_grad_(true);
-    params_.push_back({std::move(name), init, flags});
+    params_.push_back({std::move(name), init, flags, unit_});
     return init;
   }
+  // Units (ABI 1.5): the parameters added after begin_unit(k) belong to unit k (a layer),
+  // until end_unit(). Units are numbered 0, 1, ... in the order forward runs them. Declare
+  // them, and call enter_unit / exit_unit around each unit's forward, and the model trains
+  // with [distributed] shard = "parameters": the host keeps 1/N of each unit's weights and
+  // gathers the rest just before the unit runs (forward and backward).
+  void begin_unit(int64_t unit) { unit_ = unit; }
+  void end_unit() { unit_ = -1; }
+  // x: the unit's input; returns what the unit should compute on.
+  at::Tensor enter_unit(int64_t unit, const at::Tensor& x) const { return unit_boundary(unit, LOOM_UNIT_ENTER, x); }
+  // y: the unit's output; returns what the model should go on with.
+  at::Tensor exit_unit(int64_t unit, const at::Tensor& y) const { return unit_boundary(unit, LOOM_UNIT_EXIT, y); }
   // Takes over the parameters another model registered, in its order: for a component that
   // wraps a model it builds (it then forwards loss_sum and the rest to it).
   void adopt_params(Model& part) {
@@ -144,7 +155,27 @@ class Model {
     std::string name;
     at::Tensor tensor;
     uint32_t flags;
+    int64_t unit;
   };
+  int64_t unit_ = -1;  // what add_param records: begin_unit's unit, or -1
+  static at::Tensor unit_boundary(int64_t unit, loom_unit_phase phase, const at::Tensor& x) {
+    const loom_host_api& api = host();
+    if (!LOOM_STRUCT_HAS(&api, loom_host_api, unit_boundary) || api.unit_boundary == nullptr) return x;
+    at::Tensor out;
+    loom_unit_boundary_args args{};
+    args.struct_size = sizeof(args);
+    args.unit = unit;
+    args.phase = phase;
+    args.input = handle(x);
+    args.output = handle(out);
+    if (loom_status* status = api.unit_boundary(&args)) {
+      const std::string message = api.status_get_message(status);
+      const loom_status_code code = api.status_get_code(status);
+      api.status_destroy(status);
+      throw Error(message, code);
+    }
+    return out.defined() ? out : x;
+  }
   std::deque<Param> params_;  // deque: addresses stay stable for the handles we lend
 
   template <class T>
@@ -157,7 +188,13 @@ struct ModelGlue {
   static loom_status* param_get(loom_model* m, size_t i, loom_param_view* out) {
     return guard([&] {
       auto& p = detail::self<Model>(m).params_.at(i);
-      write_out(out, loom_param_view{sizeof(loom_param_view), p.name.c_str(), handle(p.tensor), p.flags});
+      loom_param_view view{};
+      view.struct_size = sizeof(view);
+      view.name = p.name.c_str();
+      view.tensor = handle(p.tensor);
+      view.flags = p.flags;
+      view.unit = p.unit;
+      write_out(out, view);
     });
   }
   static loom_status* forward(loom_model* m, const loom_model_forward_args* in) {
