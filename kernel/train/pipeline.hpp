@@ -59,6 +59,15 @@ struct Pipeline {
              ShardSpec{shard_mode_from_name(c.distributed.shard), context.rank, context.world_size}),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),
         schedule(c.schedule, with_total_steps(context, steps)) {
+    // Before ABI 1.5 an optimizer cannot say which state follows its slice, and a sharded
+    // checkpoint would keep only rank 0's.
+    if (flat.sharded() && optimizer.component().plugin && optimizer.component().plugin->abi_minor < 5 &&
+        !optimizer.state().empty())
+      throw usage_failure("[distributed] shard = \"" + c.distributed.shard + "\": optimizer " +
+                          optimizer.component().name + " was built against Loom ABI 1." +
+                          std::to_string(optimizer.component().plugin->abi_minor) +
+                          ", before optimizers could declare sharded state; rebuild it against this SDK "
+                          "(sdk/README.md, add_elementwise_state) or use shard = \"none\"");
     if (flat.sharded() && (optimizer.requirements() & LOOM_OPTIMIZER_NEEDS_WHOLE_TENSORS))
       throw usage_failure("[distributed] shard = \"" + c.distributed.shard + "\": optimizer " +
                           optimizer.component().name +
