@@ -141,16 +141,23 @@ void Communicator::broadcast(at::Tensor& t, int root) {
   });
 }
 
-void Communicator::start_reduce(at::Tensor& t, int root) {
-  LOOM_NCCL_OR(t, nccl_->reduce(t, root));  // stream-ordered: nothing to wait for
+uint64_t Communicator::start_reduce(at::Tensor& t, int root) {
+  const uint64_t ticket = next_ticket_++;
+#ifdef LOOM_WITH_NCCL
+  if (nccl_ && t.is_cuda()) {  // stream-ordered: the ticket has nothing to wait for
+    guarded("nccl", [&] { nccl_->reduce(t, root); });
+    return ticket;
+  }
+#endif
   // Gloo in LibTorch 1.13 has no reduce-scatter: one reduce per owner's piece is the same
   // traffic, in more (but overlapping) operations.
   guarded("gradient reduce", [&] {
     std::vector<at::Tensor> one{t};
     c10d::ReduceOptions options;
     options.rootRank = root;
-    pending_.push_back(group_->reduce(one, options));
+    tickets_[ticket] = group_->reduce(one, options);
   });
+  return ticket;
 }
 
 uint64_t Communicator::start_broadcast(at::Tensor& t, int root) {
@@ -175,7 +182,7 @@ void Communicator::wait_ticket(uint64_t ticket) {
   if (it == tickets_.end()) return;  // NCCL, or already waited
   const auto work = it->second;
   tickets_.erase(it);
-  guarded("parameter broadcast", [&] { work->wait(); });
+  guarded("reduce or broadcast", [&] { work->wait(); });
 }
 
 void Communicator::allgather_chunks(at::Tensor& buffer) {

@@ -41,10 +41,10 @@ class Communicator {
   void start_allreduce(at::Tensor& t);
   void wait_all();
   void broadcast(at::Tensor& t, int root);
-  // Starts summing t into root's t (a piece of a reduce-scatter); wait_all() waits.
-  void start_reduce(at::Tensor& t, int root);
-  // Starts a broadcast without waiting; wait_ticket waits for that one (tickets are this
-  // communicator's own; each is waited once).
+  // Starts summing t into root's t (a piece of a reduce-scatter); wait_ticket waits.
+  uint64_t start_reduce(at::Tensor& t, int root);
+  // Starts a broadcast without waiting; wait_ticket waits for that one (tickets, also those
+  // of start_reduce, are this communicator's own; each is waited once).
   uint64_t start_broadcast(at::Tensor& t, int root);
   void wait_ticket(uint64_t ticket);
   // buffer holds world_size equal chunks: every rank's own chunk reaches every rank.

@@ -5,7 +5,6 @@
 #include <map>
 
 #include "base/failure.hpp"
-#include "train/cpu_memory.hpp"
 
 namespace loom {
 
@@ -121,14 +120,6 @@ void FlatParams::build_optimizer_view(Group& group) {
 void FlatParams::zero_grad() {
   // Reducing to owners, the rest was released (and reads as zeros) after the last step.
   for (auto& g : groups_) (reduces_to_owner() ? g->owned_grads : g->grads).zero_();
-}
-
-void FlatParams::release_unowned_grads() {
-  for (auto& g : groups_) {
-    const int64_t owned_end = g->owned.start + g->owned.length;
-    release_memory(g->grads.narrow(0, 0, g->owned.start), /*zeroed=*/true);
-    release_memory(g->grads.narrow(0, owned_end, g->grads.numel() - owned_end), /*zeroed=*/true);
-  }
 }
 
 at::Tensor FlatParams::grad_norm() const {

@@ -75,9 +75,7 @@ class FlatParams {
   bool sharded() const { return shard_.mode != ShardMode::none; }
   // Whether each gradient bucket is reduced to its owner only ("gradients", "parameters").
   bool reduces_to_owner() const { return shard_.mode == ShardMode::gradients || shard_.mode == ShardMode::parameters; }
-  // After the reduction in those modes: the gradient buffers outside this rank's slices are
-  // given back (their pages on the CPU) and read as zeros, ready for the next step.
-  void release_unowned_grads();
+
   // Per group (in abi() order): the whole parameter buffer, padding excluded.
   std::vector<at::Tensor> whole_params() const;
   // Per group: this rank's slice of it (everything when not sharded).

@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "base/failure.hpp"
+#include "train/cpu_memory.hpp"
 
 namespace loom {
 namespace {
@@ -72,15 +73,27 @@ double GradientSync::finish() {
   armed_ = false;
   for (size_t b = 0; b < buckets_.size(); ++b)
     if (!started_[b]) start(b);
+  while (!reducing_.empty()) retire_oldest_reduce();
   comm_.wait_all();
-  if (flat_.reduces_to_owner()) flat_.release_unowned_grads();
   return buckets_.empty() ? 0.0 : static_cast<double>(started_early_) / static_cast<double>(buckets_.size());
 }
 
 void GradientSync::start(size_t bucket) {
-  if (flat_.reduces_to_owner()) comm_.start_reduce(buckets_[bucket], owner_[bucket]);
-  else comm_.start_allreduce(buckets_[bucket]);
   started_[bucket] = true;
+  if (!flat_.reduces_to_owner()) {
+    comm_.start_allreduce(buckets_[bucket]);
+    return;
+  }
+  reducing_.emplace_back(bucket, comm_.start_reduce(buckets_[bucket], owner_[bucket]));
+  while (reducing_.size() > kReducesInFlight) retire_oldest_reduce();
+}
+
+void GradientSync::retire_oldest_reduce() {
+  const auto [bucket, ticket] = reducing_.front();
+  reducing_.pop_front();
+  comm_.wait_ticket(ticket);
+  // Another rank owns the sum: this rank's copy goes back, and reads as zeros next step.
+  if (owner_[bucket] != comm_.rank()) release_memory(buckets_[bucket], /*zeroed=*/true);
 }
 
 void GradientSync::gather_params() {

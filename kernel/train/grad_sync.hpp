@@ -4,13 +4,17 @@
 // the parameters still missing from each bucket; when a bucket is complete during the last
 // micro-batch's backward, its all-reduce starts while backward goes on.
 //
-// Sharded (FlatParams::shard()): buckets end at slice edges. "gradients" mode reduces each
-// bucket to its owner only instead of all-reducing it; both sharded modes all-gather the
-// parameter buffers after the optimizer updated each rank's slice (gather_params).
+// Sharded (FlatParams::shard()): buckets end at slice edges. "gradients" and "parameters"
+// reduce each bucket to its owner only instead of all-reducing it, and once a reduce is done
+// a bucket another rank owns is given back (train/cpu_memory.hpp release_memory), at most
+// kReducesInFlight buckets behind backward: the gradients of the last micro-batch are never
+// all resident at once. "optimizer" and "gradients" all-gather the parameter buffers after the
+// optimizer updated each rank's slice (gather_params).
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -49,7 +53,9 @@ class GradientSync {
   void on_gradient_ready(size_t param_index);
 
   void start(size_t bucket);
+  void retire_oldest_reduce();  // waits for it, then gives back a bucket this rank does not own
 
+  static constexpr size_t kReducesInFlight = 2;
   Communicator& comm_;
   FlatParams& flat_;
   std::vector<int> owner_;                            // the rank owning each bucket (sharded); before buckets_, which fills it
@@ -59,6 +65,7 @@ class GradientSync {
   std::vector<size_t> missing_;                       // this step: parameters not yet ready
   std::vector<bool> started_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keeps the hooks alive
+  std::deque<std::pair<size_t, uint64_t>> reducing_;  // (bucket, ticket) of reduces in flight
   bool armed_ = false;
   size_t started_early_ = 0;
 };

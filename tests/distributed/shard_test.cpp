@@ -26,7 +26,8 @@ constexpr Layout kLayouts[] = {{"w1", 1, 8, 1}, {"w2", 2, 4, 1}, {"w4", 4, 2, 1}
 
 std::string launch(const Layout& l, const std::string& m, const std::string& name, const std::string& shard) {
   const std::string run = "run " + m + " --set run.name=" + name + " --set data.batch_size=" + std::to_string(l.batch) +
-                          " --set run.grad_accum=" + std::to_string(l.accum) + " --set distributed.shard=" + shard;
+                          " --set run.grad_accum=" + std::to_string(l.accum) + " --set distributed.shard=" + shard +
+                          " --set distributed.bucket_mb=0.01";  // ~10 KB: many buckets, given back during backward
   return l.ranks == 1 ? run : "launch --nproc-per-node " + std::to_string(l.ranks) + " -- " + run;
 }
 
