@@ -82,8 +82,10 @@ void Communicator::check_in(std::chrono::milliseconds timeout) {
     guarded("nccl", [&] { nccl_call; }); \
     return;                            \
   }
+#define LOOM_NCCL_ONLY(call) call
 #else
 #define LOOM_NCCL_OR(t, nccl_call)
+#define LOOM_NCCL_ONLY(call)  // the stub NcclComm has no members to call
 #endif
 
 template <class Call>
@@ -141,40 +143,40 @@ void Communicator::broadcast(at::Tensor& t, int root) {
   });
 }
 
-uint64_t Communicator::start_reduce(at::Tensor& t, int root) {
+template <class Nccl, class Gloo>
+uint64_t Communicator::ticketed(const char* what, const at::Tensor& t, Nccl&& nccl, Gloo&& gloo) {
   const uint64_t ticket = next_ticket_++;
 #ifdef LOOM_WITH_NCCL
   if (nccl_ && t.is_cuda()) {  // stream-ordered: the ticket has nothing to wait for
-    guarded("nccl", [&] { nccl_->reduce(t, root); });
+    guarded("nccl", nccl);
     return ticket;
   }
+#else
+  (void)nccl;
+  (void)t;
 #endif
-  // Gloo in LibTorch 1.13 has no reduce-scatter: one reduce per owner's piece is the same
-  // traffic, in more (but overlapping) operations.
-  guarded("gradient reduce", [&] {
-    std::vector<at::Tensor> one{t};
-    c10d::ReduceOptions options;
-    options.rootRank = root;
-    tickets_[ticket] = group_->reduce(one, options);
-  });
+  guarded(what, [&] { tickets_[ticket] = gloo(); });
   return ticket;
 }
 
+uint64_t Communicator::start_reduce(at::Tensor& t, int root) {
+  // Gloo in LibTorch 1.13 has no reduce-scatter: one reduce per owner's piece is the same
+  // traffic, in more (but overlapping) operations.
+  return ticketed("gradient reduce", t, [&] { LOOM_NCCL_ONLY(nccl_->reduce(t, root)); }, [&] {
+    std::vector<at::Tensor> one{t};
+    c10d::ReduceOptions options;
+    options.rootRank = root;
+    return group_->reduce(one, options);
+  });
+}
+
 uint64_t Communicator::start_broadcast(at::Tensor& t, int root) {
-  const uint64_t ticket = next_ticket_++;
-#ifdef LOOM_WITH_NCCL
-  if (nccl_ && t.is_cuda()) {  // stream-ordered: the ticket has nothing to wait for
-    guarded("nccl", [&] { nccl_->broadcast(t, root); });
-    return ticket;
-  }
-#endif
-  guarded("parameter broadcast", [&] {
+  return ticketed("parameter broadcast", t, [&] { LOOM_NCCL_ONLY(nccl_->broadcast(t, root)); }, [&] {
     std::vector<at::Tensor> one{t};
     c10d::BroadcastOptions options;
     options.rootRank = root;
-    tickets_[ticket] = group_->broadcast(one, options);
+    return group_->broadcast(one, options);
   });
-  return ticket;
 }
 
 void Communicator::wait_ticket(uint64_t ticket) {

@@ -59,6 +59,9 @@ class Communicator {
  private:
   template <class Call>
   void guarded(const char* what, Call&& call);
+  // Starts one collective: NCCL's for a CUDA tensor, else Gloo's work kept under a new ticket.
+  template <class Nccl, class Gloo>
+  uint64_t ticketed(const char* what, const at::Tensor& t, Nccl&& nccl, Gloo&& gloo);
   // Every rank registers in the store; throws naming the ranks that never did.
   void check_in(std::chrono::milliseconds timeout);
 
