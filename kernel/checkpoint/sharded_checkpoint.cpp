@@ -25,18 +25,6 @@ at::ScalarType dtype_named(const std::string& name) {
   throw std::runtime_error("unknown dtype \"" + name + "\"");
 }
 
-// Copies one rank's slice of one whole tensor into place, after checking it fits.
-void place(at::Tensor& whole, const at::Tensor& slice, int64_t start, int64_t length,
-           const std::string& what) {
-  if (start < 0 || length < 0 || start > whole.numel() - length)
-    throw std::runtime_error(what + ": slice [" + std::to_string(start) + ", +" + std::to_string(length) +
-                             ") lies outside " + std::to_string(whole.numel()) + " elements");
-  if (slice.dim() != 1 || slice.numel() != length || slice.scalar_type() != whole.scalar_type())
-    throw std::runtime_error(what + " is not a 1-D " + std::string(c10::toString(whole.scalar_type())) + " of " +
-                             std::to_string(length) + " elements");
-  if (length > 0) whole.narrow(0, start, length).copy_(slice);
-}
-
 }  // namespace
 
 std::string rank_folder_name(int rank) {
@@ -61,66 +49,75 @@ LoadedCheckpoint read_checkpoint(CheckpointBackendInstance& backend, const fs::p
     std::vector<GroupLayout> groups;
     for (const auto& g : layout.at("groups")) {
       const int64_t numel = g.at("numel").get<int64_t>();
-      if (numel < 0 || numel > (int64_t{1} << 40)) throw std::runtime_error("group of " + std::to_string(numel) + " elements");
+      if (numel < 0) throw std::runtime_error("group of " + std::to_string(numel) + " elements");
       groups.push_back({dtype_named(g.at("dtype").get<std::string>()), numel, g.at("segments")});
     }
-    std::vector<at::Tensor> params;
-    for (const auto& g : groups) params.push_back(at::empty({g.numel}, g.dtype));
-    std::map<std::string, at::Tensor> state;  // elementwise optimizer state, whole
+    std::map<std::string, size_t> elementwise;  // optimizer state name -> group
     for (const auto& [name, group] : layout.at("elementwise").items()) {
-      const size_t g = group.get<size_t>();
-      if (g >= groups.size()) throw std::runtime_error("state \"" + name + "\" follows group " + std::to_string(g));
-      state[name] = at::empty({groups[g].numel}, groups[g].dtype);
+      elementwise[name] = group.get<size_t>();
+      if (elementwise[name] >= groups.size())
+        throw std::runtime_error("state \"" + name + "\" follows group " + group.dump());
     }
-    // Every rank's part, in rank order; its slices must tile each group exactly.
+    // Every rank's part, in rank order: its slices must continue where the last rank's ended,
+    // and its tensors must be exactly as long. Nothing whole is allocated before they tile.
+    std::vector<LoadedCheckpoint> parts(static_cast<size_t>(world));
+    std::vector<std::vector<at::Tensor>> param_slices(groups.size());
+    std::map<std::string, std::vector<at::Tensor>> state_slices;
     std::vector<int64_t> next_start(groups.size(), 0);
     for (int rank = 0; rank < world; ++rank) {
       const fs::path folder = dir / rank_folder_name(rank);
-      LoadedCheckpoint loaded_part = rank == 0 ? LoadedCheckpoint{} : backend.load(folder.string());
-      LoadedCheckpoint& part = rank == 0 ? out : loaded_part;
+      LoadedCheckpoint& part = rank == 0 ? out : parts[static_cast<size_t>(rank)];
+      if (rank != 0) part = backend.load(folder.string());
       const nlohmann::json info = nlohmann::json::parse(part.metadata_json).at("part");
       if (info.at("rank").get<int>() != rank) throw std::runtime_error(folder.string() + " holds another rank's part");
       const auto& slices = info.at("slices");
       if (slices.size() != groups.size()) throw std::runtime_error(folder.string() + ": slices for another layout");
-      for (size_t g = 0; g < groups.size(); ++g) {
-        const int64_t start = slices[g].at(0).get<int64_t>(), length = slices[g].at(1).get<int64_t>();
-        if (start != next_start[g])
-          throw std::runtime_error(folder.string() + ": group " + std::to_string(g) + " slice starts at " +
-                                   std::to_string(start) + ", expected " + std::to_string(next_start[g]));
-        const std::string key = kShardParamsPrefix + std::to_string(g);
+      const auto take = [&](const std::string& key, size_t g, int64_t length) {
         auto it = part.tensors.find(key);
         if (it == part.tensors.end()) throw std::runtime_error(folder.string() + " has no " + key);
-        place(params[g], it->second, start, length, folder.string() + " " + key);
-        for (const auto& [name, group] : layout.at("elementwise").items()) {
-          if (group.get<size_t>() != g) continue;
-          auto s = part.tensors.find(kShardOptimizerPrefix + name);
-          if (s == part.tensors.end()) throw std::runtime_error(folder.string() + " has no optimizer state " + name);
-          place(state[name], s->second, start, length, folder.string() + " " + name);
-        }
+        const at::Tensor& t = it->second;
+        if (t.dim() != 1 || t.numel() != length || t.scalar_type() != groups[g].dtype)
+          throw std::runtime_error(folder.string() + " " + key + " is not a 1-D " +
+                                   std::string(c10::toString(groups[g].dtype)) + " of " + std::to_string(length) +
+                                   " elements");
+        return t;
+      };
+      for (size_t g = 0; g < groups.size(); ++g) {
+        const int64_t start = slices[g].at(0).get<int64_t>(), length = slices[g].at(1).get<int64_t>();
+        if (start != next_start[g] || length < 0 || length > groups[g].numel - start)
+          throw std::runtime_error(folder.string() + ": group " + std::to_string(g) + " slice [" +
+                                   std::to_string(start) + ", +" + std::to_string(length) + ") does not continue at " +
+                                   std::to_string(next_start[g]) + " inside " + std::to_string(groups[g].numel));
+        param_slices[g].push_back(take(kShardParamsPrefix + std::to_string(g), g, length));
+        for (const auto& [name, group] : elementwise)
+          if (group == g) state_slices[name].push_back(take(kShardOptimizerPrefix + name, g, length));
         next_start[g] = start + length;
       }
-      for (auto it = part.tensors.begin(); it != part.tensors.end();)  // the slices are placed
-        it = it->first.rfind("shard/", 0) == 0 ? part.tensors.erase(it) : std::next(it);
     }
-    for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t g = 0; g < groups.size(); ++g)
       if (next_start[g] != groups[g].numel)
         throw std::runtime_error("the ranks' slices of group " + std::to_string(g) + " cover " +
                                  std::to_string(next_start[g]) + " of " + std::to_string(groups[g].numel) + " elements");
+    for (auto it = out.tensors.begin(); it != out.tensors.end();)  // the slices are put together below
+      it = it->first.rfind("shard/", 0) == 0 ? out.tensors.erase(it) : std::next(it);
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const at::Tensor whole = at::cat(param_slices[g]);
+      param_slices[g].clear();
       for (const auto& s : groups[g].segments) {
         const std::string name = s.at(0).get<std::string>();
         const int64_t offset = s.at(1).get<int64_t>(), numel = s.at(2).get<int64_t>();
         const std::vector<int64_t> shape = s.at(3).get<std::vector<int64_t>>();
         int64_t shape_numel = 1;
         for (int64_t d : shape) {
-          if (d < 0 || (d > 0 && shape_numel > (int64_t{1} << 40) / d)) throw std::runtime_error("shape of " + name);
+          if (d < 0 || (d > 0 && shape_numel > groups[g].numel / d)) throw std::runtime_error("shape of " + name);
           shape_numel *= d;
         }
         if (offset < 0 || numel != shape_numel || offset > groups[g].numel - numel)
           throw std::runtime_error("parameter \"" + name + "\" lies outside its group");
-        out.tensors["model/" + name] = params[g].narrow(0, offset, numel).view(shape);
+        out.tensors["model/" + name] = whole.narrow(0, offset, numel).view(shape);
       }
     }
-    for (auto& [name, whole] : state) out.tensors["optimizer/" + name] = whole;
+    for (auto& [name, pieces] : state_slices) out.tensors["optimizer/" + name] = at::cat(pieces);
   } catch (const Failure&) {
     throw;
   } catch (const std::exception& e) {

@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <limits>
+#include <random>
 #include <regex>
 
 #include "dist_helpers.hpp"
@@ -211,4 +213,63 @@ TEST_CASE("[distributed] shard rejects an unknown mode with its position") {
   CHECK(r.code == 2);
   CHECK(r.err.find("shard") != std::string::npos);
   CHECK(r.err.find("optimizer") != std::string::npos);
+}
+
+TEST_CASE("a damaged sharded checkpoint is refused with one Failure, never a crash (fuzzed layout)") {
+  // Two ranks' parts written through the real backend, their layout then mutated at random:
+  // numbers pushed out of range, keys dropped, tensors of the wrong length or dtype.
+  const fs::path dir = loom_test::tmp_dir("shard-fuzz");
+  const loom::RunContext run{dir.string(), "cpu", 0, 0, 1, 0};
+  loom::CheckpointBackendInstance backend(loom_test::plugin_slot(LOOM_KIND_CHECKPOINT, "checkpoint", "safetensors"),
+                                          run);
+  const nlohmann::json valid_layout = {
+      {"mode", "optimizer"},
+      {"world_size", 2},
+      {"groups", {{{"dtype", "Float"}, {"numel", 10}, {"segments", {{"a", 0, 4, {4}}, {"b", 4, 6, {2, 3}}}}}}},
+      {"elementwise", {{"m", 0}}}};
+  const int64_t special[] = {-1, 0, 1, 4, 5, 6, 10, 11, int64_t{1} << 40, std::numeric_limits<int64_t>::max()};
+  std::mt19937_64 rng(7);
+  int refused = 0, loaded = 0;
+  for (int round = 0; round < 300; ++round) {
+    nlohmann::json layout = valid_layout;
+    std::vector<std::pair<int64_t, int64_t>> slices = {{0, 5}, {5, 5}};
+    std::vector<int64_t> lengths = {5, 5};
+    at::ScalarType dtype = at::kFloat;
+    const auto pick = [&] { return special[rng() % std::size(special)]; };
+    for (int m = 0, n = round == 0 ? 0 : 1 + int(rng() % 3); m < n; ++m) {
+      switch (rng() % 9) {
+        case 0: layout["world_size"] = pick(); break;
+        case 1: layout["groups"][0]["numel"] = pick(); break;
+        case 2: layout["groups"][0]["segments"][rng() % 2][1 + rng() % 2] = pick(); break;
+        case 3: layout["groups"][0]["segments"][1][3] = {pick(), 3}; break;
+        case 4: slices[rng() % 2] = {pick(), pick()}; break;
+        case 5: lengths[rng() % 2] = std::abs(pick()) % 12; break;
+        case 6: dtype = at::kDouble; break;
+        case 7: layout["elementwise"]["m"] = pick(); break;
+        default: layout.erase(rng() % 2 ? "groups" : "elementwise"); break;
+      }
+    }
+    const fs::path ckpt = dir / ("c" + std::to_string(round));
+    for (int rank = 0; rank < 2; ++rank) {
+      const fs::path folder = ckpt / loom::rank_folder_name(rank);
+      fs::create_directories(folder);
+      nlohmann::json metadata = {{"part", {{"rank", rank}, {"slices", {{slices[size_t(rank)].first, slices[size_t(rank)].second}}}}}};
+      if (rank == 0) metadata["shard"] = layout;
+      const at::Tensor t = at::arange(lengths[size_t(rank)], at::TensorOptions().dtype(dtype));
+      backend.save(folder.string(), {{"shard/params.0", t}, {"shard/optimizer/m", t.clone()}}, metadata.dump());
+    }
+    try {
+      const auto out = loom::read_checkpoint(backend, ckpt);
+      ++loaded;
+      CHECK(out.tensors.at("model/a").numel() == 4);  // only an intact layout loads
+      CHECK(at::equal(out.tensors.at("optimizer/m"), at::arange(10, at::kFloat).remainder(5)));
+    } catch (const loom::Failure& f) {
+      ++refused;
+      CHECK(std::string(f.what()).find(ckpt.string()) != std::string::npos);
+    }
+    fs::remove_all(ckpt);
+  }
+  MESSAGE(refused << " of 300 refused, " << loaded << " loaded");
+  CHECK(loaded >= 1);  // round 0 is intact
+  CHECK(refused > 200);
 }
