@@ -25,6 +25,17 @@ at::ScalarType dtype_named(const std::string& name) {
   throw std::runtime_error("unknown dtype \"" + name + "\"");
 }
 
+// One rank's folder, refused unless it is a real folder inside dir (not a symbolic link that
+// could lead the backend out of the checkpoint).
+fs::path part_folder(const fs::path& dir, int rank) {
+  const fs::path folder = dir / rank_folder_name(rank);
+  std::error_code ec;
+  if (fs::is_symlink(folder, ec) || !fs::is_directory(folder, ec))
+    throw runtime_failure(folder.string() + ": missing or a symbolic link; every part of a sharded checkpoint "
+                          "must be a folder inside it. Resume from another checkpoint");
+  return folder;
+}
+
 }  // namespace
 
 std::string rank_folder_name(int rank) {
@@ -34,13 +45,13 @@ std::string rank_folder_name(int rank) {
 }
 
 bool is_sharded_checkpoint(const fs::path& dir) {
-  std::error_code ec;
-  return fs::is_directory(dir / rank_folder_name(0), ec);
+  std::error_code ec;  // a symbolic link named rank-00000 counts, and is refused when read
+  return fs::is_directory(dir / rank_folder_name(0), ec) || fs::is_symlink(dir / rank_folder_name(0), ec);
 }
 
 LoadedCheckpoint read_checkpoint(CheckpointBackendInstance& backend, const fs::path& dir) {
   if (!is_sharded_checkpoint(dir)) return backend.load(dir.string());
-  LoadedCheckpoint out = backend.load((dir / rank_folder_name(0)).string());
+  LoadedCheckpoint out = backend.load(part_folder(dir, 0).string());
   const std::string origin = dir.string();
   try {
     const nlohmann::json layout = nlohmann::json::parse(out.metadata_json).at("shard");
@@ -65,7 +76,7 @@ LoadedCheckpoint read_checkpoint(CheckpointBackendInstance& backend, const fs::p
     std::map<std::string, std::vector<at::Tensor>> state_slices;
     std::vector<int64_t> next_start(groups.size(), 0);
     for (int rank = 0; rank < world; ++rank) {
-      const fs::path folder = dir / rank_folder_name(rank);
+      const fs::path folder = part_folder(dir, rank);
       LoadedCheckpoint& part = rank == 0 ? out : parts[static_cast<size_t>(rank)];
       if (rank != 0) part = backend.load(folder.string());
       const nlohmann::json info = nlohmann::json::parse(part.metadata_json).at("part");

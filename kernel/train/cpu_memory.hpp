@@ -1,4 +1,5 @@
-// cpu_memory.hpp: how the process keeps freed CPU memory (run.cpu_memory_cache).
+// cpu_memory.hpp: how the process keeps freed CPU memory (run.cpu_memory_cache), and how a
+// sharded run gives back the memory under what it does not own.
 #pragma once
 
 namespace loom {

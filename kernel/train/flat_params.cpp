@@ -130,8 +130,8 @@ at::Tensor FlatParams::grad_norm() const {
 at::Tensor FlatParams::owned_grad_square_sum() const {
   at::Tensor squares;
   for (const auto& g : groups_) {
-    // Outside the owned slice "gradients" mode holds partial sums; elsewhere the whole buffer
-    // is the reduced gradient (and the padding is zero).
+    // Reducing to owners, only the owned slice holds the reduced sum (the rest is partial sums
+    // or given back); otherwise the whole buffer is the reduced gradient (the padding is zero).
     const at::Tensor& used = reduces_to_owner() ? g->owned_grads : g->grads;
     at::Tensor s = used.to(at::kFloat).pow(2).sum();
     squares = squares.defined() ? squares + s.to(squares.device()) : s;
@@ -165,12 +165,6 @@ std::vector<at::Tensor> FlatParams::whole_params() const {
 std::vector<OwnedSlice> FlatParams::owned_slices() const {
   std::vector<OwnedSlice> out;
   for (const auto& g : groups_) out.push_back(g->owned);
-  return out;
-}
-
-std::vector<std::vector<at::Tensor>> FlatParams::param_chunks() const {
-  std::vector<std::vector<at::Tensor>> out;
-  for (const auto& g : groups_) out.push_back(g->params.chunk(shard_.world_size));
   return out;
 }
 

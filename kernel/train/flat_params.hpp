@@ -80,9 +80,6 @@ class FlatParams {
   std::vector<at::Tensor> whole_params() const;
   // Per group: this rank's slice of it (everything when not sharded).
   std::vector<OwnedSlice> owned_slices() const;
-  // The padded parameter buffers split into world_size equal chunks, per group: what an
-  // all-gather fills after each rank updated its own chunk.
-  std::vector<std::vector<at::Tensor>> param_chunks() const;
   // The segment table of each group (whole parameters, offsets into whole_params()).
   struct SegmentInfo {
     std::string name;

@@ -114,7 +114,7 @@ class Trainer {
     int64_t params = 0, grads = 0, state = 0;
     for (const at::Tensor& buffer : p_->flat.param_buffers()) params += static_cast<int64_t>(buffer.nbytes());
     grads = params;
-    if (comm_ && p_->flat.reduces_to_owner()) {  // the rest is given back after each step
+    if (comm_ && p_->flat.reduces_to_owner()) {  // the rest is given back as its reduce finishes
       grads = 0;
       for (const OwnedSlice& s : p_->flat.owned_slices()) grads += s.length * p_->flat.param_buffers()[0].element_size();
     }

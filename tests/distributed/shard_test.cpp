@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "dist_helpers.hpp"
+#include "failure_message.hpp"
 
 namespace fs = std::filesystem;
 using loom_test::run_host;
@@ -257,6 +258,15 @@ TEST_CASE("a damaged sharded checkpoint is refused with one Failure, never a cra
       if (rank == 0) metadata["shard"] = layout;
       const at::Tensor t = at::arange(lengths[size_t(rank)], at::TensorOptions().dtype(dtype));
       backend.save(folder.string(), {{"shard/params.0", t}, {"shard/optimizer/m", t.clone()}}, metadata.dump());
+    }
+    if (round == 0) {  // a part that is a symbolic link, even to good files, is refused
+      const fs::path elsewhere = dir / "elsewhere";
+      fs::rename(ckpt / loom::rank_folder_name(1), elsewhere);
+      fs::create_directory_symlink(elsewhere, ckpt / loom::rank_folder_name(1));
+      const std::string why = loom_test::failure_message([&] { loom::read_checkpoint(backend, ckpt); });
+      CHECK(why.find("symbolic link") != std::string::npos);
+      fs::remove(ckpt / loom::rank_folder_name(1));
+      fs::rename(elsewhere, ckpt / loom::rank_folder_name(1));
     }
     try {
       const auto out = loom::read_checkpoint(backend, ckpt);

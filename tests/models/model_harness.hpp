@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "failure_message.hpp"
 #include "abi/compute_components.hpp"
 #include "config/options.hpp"
 #include "abi/plugin_loader.hpp"
@@ -99,17 +100,6 @@ inline at::Tensor reference_head_attention(const at::Tensor& q, const at::Tensor
 inline double model_loss(loom::ModelInstance& model, const at::Tensor& inputs, const at::Tensor& targets) {
   at::NoGradGuard no_grad;
   return model.loss_sum(inputs, targets).item<double>();
-}
-
-// The message of the loom::Failure that fn throws ("" when it throws none).
-template <class Fn>
-std::string failure_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace loom_test
