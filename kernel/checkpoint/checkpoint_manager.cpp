@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "base/cpu_threads.hpp"
 #include "base/failure.hpp"
 #include "checkpoint/backend_from_index.hpp"
 #include "checkpoint/checkpoint_index.hpp"
@@ -110,9 +111,14 @@ void CheckpointManager::save(Snapshot snapshot) {
     write(snapshot);
     return;
   }
-  writer_ = std::thread([this, s = std::move(snapshot)] {
+  write_in_background([this, s = std::move(snapshot)] { write(s); });
+}
+
+void CheckpointManager::write_in_background(std::function<void()> work) {
+  writer_ = std::thread([this, work = std::move(work)] {
+    enter_background_thread();  // serial and at low priority: the step keeps its cores
     try {
-      write(s);
+      work();
     } catch (...) {
       failure_ = std::current_exception();  // read by wait() after join
     }
@@ -139,13 +145,7 @@ void CheckpointManager::save_part(Snapshot part, Communicator& comm, std::chrono
     write_part(part, comm, timeout, report_key);
     return;
   }
-  writer_ = std::thread([this, s = std::move(part), &comm, timeout, report_key] {
-    try {
-      write_part(s, comm, timeout, report_key);
-    } catch (...) {
-      failure_ = std::current_exception();  // read by wait() after join
-    }
-  });
+  write_in_background([this, s = std::move(part), &comm, timeout, report_key] { write_part(s, comm, timeout, report_key); });
 }
 
 void CheckpointManager::write_part(const Snapshot& part, Communicator& comm, std::chrono::milliseconds timeout,

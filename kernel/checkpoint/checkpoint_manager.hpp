@@ -60,6 +60,8 @@ class CheckpointManager {
   void write(const Snapshot& snapshot);  // the whole atomic commit, on either thread
   void write_part(const Snapshot& part, Communicator& comm, std::chrono::milliseconds timeout,
                   const std::string& report_key);
+  // Starts work on the writer thread (async saves); a failure waits for wait() to rethrow it.
+  void write_in_background(std::function<void()> work);
   std::filesystem::path fresh_tmp_dir(int64_t step);  // removes a crashed save's debris
   // Runs fill (which writes the files into tmp_dir), then the index and the rename.
   void commit(const std::filesystem::path& tmp_dir, int64_t step, const std::function<void()>& fill);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "abi/host_api.hpp"
+#include "base/cpu_threads.hpp"
 #include "base/failure.hpp"
 #include "base/log.hpp"
 #include "cli/commands.hpp"
@@ -40,6 +41,7 @@ int dispatch(const std::vector<std::string>& argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  loom::settle_thread_environment(argv);  // may restart the process under another OpenMP wait policy
   try {
     return dispatch(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const loom::Failure& f) {

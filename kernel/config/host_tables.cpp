@@ -73,7 +73,14 @@ const HostTable<RunSettings>& run_table() {
               "Clip the global gradient norm to this value; 0 turns clipping off.", {at_least(0.0)}),
        option("log_every", &S::log_every, "Hand metrics to trackers every N steps (and at the end).",
               {at_least<int64_t>(1)}),
-       option("threads", &S::threads, "CPU threads for LibTorch ops; 0 keeps LibTorch's default."),
+       option("threads", &S::threads,
+              "CPU threads for LibTorch ops and the BLAS; 0: the CPUs this process may use (its affinity mask, so "
+              "taskset, Slurm and containers count), divided among the ranks on this machine. `host run` prints "
+              "the choice.",
+              {at_least<int64_t>(0)}),
+       option("low_priority_helpers", &S::low_priority_helpers,
+              "Run the data prefetch and checkpoint-writer threads at low priority (nice +10), so they never take a "
+              "core from the step; false runs them at the step's priority."),
        option("cpu_memory_cache", &S::cpu_memory_cache,
               "Keep freed CPU memory for the next step instead of returning it to the OS (glibc malloc: no heap "
               "trimming, mmap only above 32 MiB); saves re-faulting every activation each step."),

@@ -40,7 +40,7 @@ CheckpointEvaluation evaluate_checkpoint(const RunPlan& plan, const fs::path& gi
   CheckpointEvaluation out;
   out.checkpoint = choose_checkpoint(plan, given);
   const at::Device device = resolve_device(plan.run.device, env.local_rank, plan.run.device_at);
-  apply_run_settings(plan.run, device);
+  apply_run_settings(plan.run, device, env.local_world_size);
   RunContext context;  // components see the checkpoint's folder, which exists; nothing is written
   context.run_dir = out.checkpoint.string();
   context.device = device.str();

@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "base/cpu_threads.hpp"
 #include "base/failure.hpp"
 #include "train/cpu_memory.hpp"
 #include "train/device.hpp"
@@ -13,8 +14,9 @@
 
 namespace loom {
 
-void apply_run_settings(const RunSettings& run, const at::Device& device) {
-  if (run.threads > 0) at::set_num_threads(static_cast<int>(run.threads));
+void apply_run_settings(const RunSettings& run, const at::Device& device, int local_ranks) {
+  set_low_priority_helpers(run.low_priority_helpers);
+  spdlog::info("{}", configure_cpu_threads(run.threads, local_ranks));
   if (run.cpu_memory_cache) keep_freed_cpu_memory();
   apply_determinism(run.deterministic);
   apply_precision(run.precision, device);

@@ -18,9 +18,10 @@
 
 namespace loom {
 
-// Process-wide switches from [run]: LibTorch's threads, the CPU memory cache, determinism,
-// precision, and the seed of the default generator (dropout draws from it).
-void apply_run_settings(const RunSettings& run, const at::Device& device);
+// Process-wide switches from [run]: CPU threads (shared by local_ranks processes on this
+// machine; the choice is logged), the CPU memory cache, determinism, precision, and the seed
+// of the default generator (dropout draws from it).
+void apply_run_settings(const RunSettings& run, const at::Device& device, int local_ranks);
 
 // Whether the collectives on the run's tensors go through NCCL ([distributed] backend).
 bool uses_nccl(const DistributedSettings& distributed, const at::Device& device);

@@ -1,5 +1,7 @@
 #include "train/prefetcher.hpp"
 
+#include "base/cpu_threads.hpp"
+
 namespace loom {
 
 Prefetcher::Prefetcher(DatasetInstance& dataset, size_t depth, const at::Device& device)
@@ -15,6 +17,7 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::produce() {
+  enter_background_thread();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);

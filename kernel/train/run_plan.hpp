@@ -29,7 +29,8 @@ struct RunSettings {
   int64_t global_batch_size = 0;    // rows per optimizer step over all ranks; 0: use grad_accum
   double clip_grad_norm = 1.0;      // 0: no clipping
   int64_t log_every = 10;
-  int64_t threads = 0;              // 0: LibTorch's default
+  int64_t threads = 0;              // 0: the usable CPUs / ranks on this machine (base/cpu_threads.hpp)
+  bool low_priority_helpers = true;  // helper threads give way to the step
   bool cpu_memory_cache = true;
   double peak_flops = 0.0;          // 0: measure
 };

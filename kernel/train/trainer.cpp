@@ -40,7 +40,7 @@ class Trainer {
         settings_(plan.run),
         device_(resolve_device(settings_.device, env.local_rank, settings_.device_at)),
         run_dir_(run_dir) {
-    apply_run_settings(settings_, device_);
+    apply_run_settings(settings_, device_, env.local_world_size);
     comm_ = build_communicator(plan, env, device_);
     RunContext context;
     context.run_dir = run_dir;

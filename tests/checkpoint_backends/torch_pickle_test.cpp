@@ -7,23 +7,11 @@
 #include <sstream>
 
 #include "backend_harness.hpp"
+#include "python_torch.hpp"
 
 using namespace loom_test;
 
 namespace {
-
-// A python3 that can `import torch`, or "" (with the candidates tried in `tried`).
-std::string python_with_torch(std::string& tried) {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("LOOM_TEST_PYTHON")) candidates.push_back(env);
-  candidates.push_back("python3");
-  candidates.push_back("/usr/bin/python3");  // Debian's, which python3-torch installs into
-  for (const std::string& c : candidates) {
-    tried += (tried.empty() ? "" : ", ") + c;
-    if (run_shell(c + " -c 'import torch'").code == 0) return c;
-  }
-  return "";
-}
 
 // "name|dtype|[d0, d1]|crc32" for one tensor, as the Python script below prints it.
 std::string describe(const std::string& name, const at::Tensor& t) {

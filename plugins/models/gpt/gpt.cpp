@@ -21,6 +21,7 @@
 #include "causal_lm.hpp"
 #include "common.hpp"
 #include "components.hpp"
+#include "gelu_tanh.hpp"
 
 namespace loom_gpt {
 namespace {
@@ -145,7 +146,7 @@ class GptModel : public CausalLm {
 
   // x: (B, T, C) after ln_2 -> the MLP branch (B, T, C).
   at::Tensor mlp(const Block& b, const at::Tensor& x) const {
-    const at::Tensor h = at::gelu(conv1d(x, b.c_fc_w, b.c_fc_b), "tanh");  // (B, T, F)
+    const at::Tensor h = gelu_tanh(conv1d(x, b.c_fc_w, b.c_fc_b));  // (B, T, F)
     return maybe_dropout(conv1d(h, b.mlp_proj_w, b.mlp_proj_b), s_.dropout, training_);
   }
 

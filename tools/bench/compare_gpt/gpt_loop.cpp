@@ -9,8 +9,10 @@
 //              for op, so this loop and tools/bench/compare_gpt/gpt_loop.py give the same losses.
 //   flat       the host's own step (kernel/train/flat_params.cpp, kernel/train/trainer.cpp, the adamw
 //              plugin) copied by hand: parameters and gradients are views into one buffer,
-//              norm/clip/AdamW run over that buffer, attention is the plugin's own (one
-//              baddbmm for scores, scale and mask: plugins/models/gpt/attention.hpp, included),
+//              norm/clip/AdamW run over that buffer (the adamw plugin's fused update,
+//              plugins/optimizers/adamw/fused_adamw.cpp, linked in), attention and GELU are the
+//              plugin's own (one baddbmm for scores, scale and mask: attention.hpp; the CPU
+//              GELU of gelu_tanh.cpp, linked in),
 //              and freed CPU memory is kept for the next step as run.cpu_memory_cache does
 //              (kernel/train/cpu_memory.cpp, linked in). The host
 //              minus everything that is not arithmetic (plugin boundary, events, trackers,
@@ -30,6 +32,8 @@
 
 #include "train/cpu_memory.hpp"
 #include "models/gpt/attention.hpp"
+#include "models/gpt/gelu_tanh.hpp"
+#include "optimizers/adamw/fused_adamw.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -146,10 +150,10 @@ struct Gpt {
   at::Tensor wte, wpe, ln_f_w, ln_f_b, mask, mask_bias;
   std::vector<Block> blocks;
   int64_t matmul_params = 0;
-  bool fused_attention;  // the flat layout: the plugin's attention (models/gpt/attention.hpp)
+  bool plugin_kernels;  // the flat layout: the plugin's attention and GELU (models/gpt/attention.hpp, gelu_tanh.hpp)
 
   explicit Gpt(const Args& a)
-      : V(a.V), L(a.L), H(a.H), C(a.C), T(a.T), fused_attention(a.layout == "flat") {
+      : V(a.V), L(a.L), H(a.H), C(a.C), T(a.T), plugin_kernels(a.layout == "flat") {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(a.seed);
     const auto normal = [&](at::IntArrayRef shape, double s) { return at::normal(0.0, s, shape, gen); };
     const auto filled = [&](at::IntArrayRef shape, double v) { return at::full(shape, v, at::kCPU); };
@@ -199,7 +203,7 @@ struct Gpt {
     const at::Tensor k = qkv[1].view({Bn, Tn, H, D}).transpose(1, 2);
     const at::Tensor v = qkv[2].view({Bn, Tn, H, D}).transpose(1, 2);
     at::Tensor y;
-    if (fused_attention) {  // the plugin's own attention, shared source
+    if (plugin_kernels) {  // the plugin's own attention, shared source
       y = loom_gpt::causal_attention(q, k, v, mask_bias, 0.0, false);
     } else {  // the textbook sequence a LibTorch user writes
       const double scale = 1.0 / std::sqrt(static_cast<double>(D));
@@ -212,7 +216,8 @@ struct Gpt {
   }
 
   at::Tensor mlp(const Block& b, const at::Tensor& x) const {
-    return conv1d(at::gelu(conv1d(x, b.c_fc_w, b.c_fc_b), "tanh"), b.mlp_proj_w, b.mlp_proj_b);
+    const at::Tensor h = conv1d(x, b.c_fc_w, b.c_fc_b);
+    return conv1d(plugin_kernels ? loom_gpt::gelu_tanh(h) : at::gelu(h, "tanh"), b.mlp_proj_w, b.mlp_proj_b);
   }
 
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) const {
@@ -329,11 +334,8 @@ struct FlatStep {
     at::NoGradGuard no_grad;
     const double bias1 = 1.0 - std::pow(a.beta1, static_cast<double>(step));
     const double bias2_sqrt = std::sqrt(1.0 - std::pow(a.beta2, static_cast<double>(step)));
-    if (a.weight_decay > 0) params.addcmul_(params, decay_mask, -a.lr * a.weight_decay);
-    exp_avg.lerp_(grads, 1.0 - a.beta1);
-    exp_avg_sq.mul_(a.beta2).addcmul_(grads, grads, 1.0 - a.beta2);
-    at::sqrt_out(denom, exp_avg_sq).div_(bias2_sqrt).add_(a.eps);
-    params.addcdiv_(exp_avg, denom, -a.lr / bias1);
+    loom_adamw::adamw_step(params, grads, exp_avg, exp_avg_sq, decay_mask, denom,
+                           {a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, bias1, bias2_sqrt});
     return loss_value;
   }
 };
