@@ -22,6 +22,7 @@
 #include "common.hpp"
 #include "components.hpp"
 #include "gelu_tanh.hpp"
+#include "packed_attention.hpp"
 
 namespace loom_gpt {
 namespace {
@@ -133,15 +134,23 @@ class GptModel : public CausalLm {
   // x: (B, T, C) after ln_1 -> the attention branch (B, T, C). Block `index` keeps its keys
   // and values in layout.cache when decoding.
   at::Tensor attention(const Block& b, size_t index, const at::Tensor& x, const Layout& layout) const {
-    const int64_t B = x.size(0), T = x.size(1), C = s_.n_embd, H = s_.n_head, D = C / H;
-    const std::vector<at::Tensor> qkv = conv1d(x, b.c_attn_w, b.c_attn_b).split(C, -1);  // 3 x (B, T, C)
+    const at::Tensor packed = conv1d(x, b.c_attn_w, b.c_attn_b);  // (B, T, 3C)
+    const at::Tensor merged = !layout.cache && packed_attention_applies(packed, layout.mask, s_.dropout, training_)
+                                  ? packed_causal_attention(packed, s_.n_head, layout.mask)  // training on CPU: no copies
+                                  : split_heads_attention(packed, index, layout);
+    return maybe_dropout(conv1d(merged, b.attn_proj_w, b.attn_proj_b), s_.dropout, training_);
+  }
+
+  // packed: (B, T, 3C) -> (B, T, C), the heads as (B, H, T, D) tensors (decoding, dropout, CUDA).
+  at::Tensor split_heads_attention(const at::Tensor& packed, size_t index, const Layout& layout) const {
+    const int64_t B = packed.size(0), T = packed.size(1), C = s_.n_embd, H = s_.n_head, D = C / H;
+    const std::vector<at::Tensor> qkv = packed.split(C, -1);  // 3 x (B, T, C)
     const at::Tensor q = qkv[0].view({B, T, H, D}).transpose(1, 2);                       // (B, H, T, D)
     at::Tensor k = qkv[1].view({B, T, H, D}).transpose(1, 2);                             // (B, H, T, D)
     at::Tensor v = qkv[2].view({B, T, H, D}).transpose(1, 2);                             // (B, H, T, D)
     if (layout.cache) std::tie(k, v) = layout.cache->append(index, k, v);                 // (B, H, S, D) each
     const at::Tensor y = causal_attention(q, k, v, layout.mask, s_.dropout, training_);   // (B, H, T, D)
-    const at::Tensor merged = y.transpose(1, 2).reshape({B, T, C});                       // (B, T, C)
-    return maybe_dropout(conv1d(merged, b.attn_proj_w, b.attn_proj_b), s_.dropout, training_);
+    return y.transpose(1, 2).reshape({B, T, C});                                          // (B, T, C)
   }
 
   // x: (B, T, C) after ln_2 -> the MLP branch (B, T, C).

@@ -11,8 +11,7 @@
 //              plugin) copied by hand: parameters and gradients are views into one buffer,
 //              norm/clip/AdamW run over that buffer (the adamw plugin's fused update,
 //              plugins/optimizers/adamw/fused_adamw.cpp, linked in), attention and GELU are the
-//              plugin's own (one baddbmm for scores, scale and mask: attention.hpp; the CPU
-//              GELU of gelu_tanh.cpp, linked in),
+//              plugin's own (on CPU packed_attention.cpp and gelu_tanh.cpp, linked in),
 //              and freed CPU memory is kept for the next step as run.cpu_memory_cache does
 //              (kernel/train/cpu_memory.cpp, linked in). The host
 //              minus everything that is not arithmetic (plugin boundary, events, trackers,
@@ -33,6 +32,7 @@
 #include "train/cpu_memory.hpp"
 #include "models/gpt/attention.hpp"
 #include "models/gpt/gelu_tanh.hpp"
+#include "models/gpt/packed_attention.hpp"
 #include "optimizers/adamw/fused_adamw.hpp"
 
 #include <algorithm>
@@ -198,7 +198,10 @@ struct Gpt {
 
   at::Tensor attention(const Block& b, const at::Tensor& x) const {
     const int64_t Bn = x.size(0), Tn = x.size(1), D = C / H;
-    const std::vector<at::Tensor> qkv = conv1d(x, b.c_attn_w, b.c_attn_b).split(C, -1);
+    const at::Tensor packed = conv1d(x, b.c_attn_w, b.c_attn_b);
+    if (plugin_kernels && loom_gpt::packed_attention_applies(packed, mask_bias, 0.0, false))  // the plugin's CPU path
+      return conv1d(loom_gpt::packed_causal_attention(packed, H, mask_bias), b.attn_proj_w, b.attn_proj_b);
+    const std::vector<at::Tensor> qkv = packed.split(C, -1);
     const at::Tensor q = qkv[0].view({Bn, Tn, H, D}).transpose(1, 2);
     const at::Tensor k = qkv[1].view({Bn, Tn, H, D}).transpose(1, 2);
     const at::Tensor v = qkv[2].view({Bn, Tn, H, D}).transpose(1, 2);

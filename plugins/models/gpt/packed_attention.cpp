@@ -1,0 +1,142 @@
+#include "packed_attention.hpp"
+
+#include <ATen/Parallel.h>
+#include <dlfcn.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace loom_gpt {
+namespace {
+
+// CBLAS, found in the process: LibTorch brought the BLAS in (OpenBLAS here, MKL in pip wheels).
+enum CblasOrder { kRowMajor = 101 };
+enum CblasTranspose { kNoTrans = 111, kTrans = 112 };
+using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+
+Sgemm cblas_sgemm() {
+  static const Sgemm fn = reinterpret_cast<Sgemm>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
+  return fn;
+}
+
+// Heads in parallel, each GEMM on one thread, only where the BLAS runs its threads on OpenMP
+// (inside a parallel region it then stays serial). OpenBLAS's pthreads build would run every
+// call on its own pool from several threads at once; there the heads go one by one instead.
+bool heads_in_parallel() {
+  static const bool yes = [] {
+    const auto get_parallel = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+    return get_parallel && get_parallel() == 2;
+  }();
+  return yes;
+}
+
+template <typename F>
+void for_each_head(int64_t heads, const F& f) {
+  if (heads_in_parallel()) {
+    at::parallel_for(0, heads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) f(i);
+    });
+  } else {
+    for (int64_t i = 0; i < heads; ++i) f(i);
+  }
+}
+
+// Row-major C (m x n) = alpha op(A) op(B) + beta C.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm()(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
+                static_cast<int>(ldc));
+}
+
+// Where head i = (b, h) of the packed tensors starts: q, k, v inside qkv (row stride 3C), the
+// output inside (B, T, C) (row stride C), its (T, T) scores inside (B H, T, T).
+struct Heads {
+  int64_t B, T, H, D, C;
+  int64_t qkv_row() const { return 3 * C; }
+  int64_t q(int64_t i) const { return (i / H) * T * 3 * C + (i % H) * D; }
+  int64_t k(int64_t i) const { return q(i) + C; }
+  int64_t v(int64_t i) const { return q(i) + 2 * C; }
+  int64_t out(int64_t i) const { return (i / H) * T * C + (i % H) * D; }
+  int64_t scores(int64_t i) const { return i * T * T; }
+  float scale() const { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))); }
+};
+
+Heads heads_of(const at::Tensor& qkv, int64_t n_head) {
+  const int64_t C = qkv.size(2) / 3;
+  return {qkv.size(0), qkv.size(1), n_head, C / n_head, C};
+}
+
+struct PackedAttention : torch::autograd::Function<PackedAttention> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qkv, int64_t n_head,
+                            const at::Tensor& mask) {
+    const Heads s = heads_of(qkv, n_head);
+    at::Tensor scores = at::empty({s.B * s.H, s.T, s.T}, qkv.options());
+    const float* in = qkv.data_ptr<float>();
+    const float* bias = mask.data_ptr<float>();
+    const int64_t bias_row = mask.stride(0);
+    float* sc = scores.data_ptr<float>();
+    for_each_head(s.B * s.H, [&](int64_t i) {
+      float* out = sc + s.scores(i);
+      for (int64_t t = 0; t < s.T; ++t) std::memcpy(out + t * s.T, bias + t * bias_row, s.T * sizeof(float));
+      gemm(false, true, s.T, s.T, s.D, s.scale(), in + s.q(i), s.qkv_row(), in + s.k(i), s.qkv_row(), 1.0f, out, s.T);
+    });
+    const at::Tensor probs = at::_softmax(scores, -1, false);  // (B H, T, T)
+    at::Tensor y = at::empty({s.B, s.T, s.C}, qkv.options());
+    const float* p = probs.data_ptr<float>();
+    float* out = y.data_ptr<float>();
+    for_each_head(s.B * s.H, [&](int64_t i) {
+      gemm(false, false, s.T, s.D, s.T, 1.0f, p + s.scores(i), s.T, in + s.v(i), s.qkv_row(), 0.0f, out + s.out(i), s.C);
+    });
+    ctx->save_for_backward({qkv, probs});
+    ctx->saved_data["n_head"] = n_head;
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& qkv = saved[0];
+    const at::Tensor& probs = saved[1];
+    const Heads h = heads_of(qkv, ctx->saved_data["n_head"].toInt());
+    const float scale = h.scale();
+    const at::Tensor dy = grads[0].contiguous();  // (B, T, C)
+    at::Tensor dqkv = at::empty_like(qkv);
+    at::Tensor dprobs = at::empty_like(probs);
+    const float* in = qkv.data_ptr<float>();
+    const float* p = probs.data_ptr<float>();
+    const float* g = dy.data_ptr<float>();
+    float* dp = dprobs.data_ptr<float>();
+    float* d = dqkv.data_ptr<float>();
+    for_each_head(h.B * h.H, [&](int64_t i) {
+      gemm(false, true, h.T, h.T, h.D, 1.0f, g + h.out(i), h.C, in + h.v(i), h.qkv_row(), 0.0f, dp + h.scores(i), h.T);
+      gemm(true, false, h.T, h.D, h.T, 1.0f, p + h.scores(i), h.T, g + h.out(i), h.C, 0.0f, d + h.v(i), h.qkv_row());
+    });
+    const at::Tensor dscores = at::_softmax_backward_data(dprobs, probs, -1, probs.scalar_type());
+    dprobs.reset();
+    const float* ds = dscores.data_ptr<float>();
+    for_each_head(h.B * h.H, [&](int64_t i) {
+      gemm(false, false, h.T, h.D, h.T, scale, ds + h.scores(i), h.T, in + h.k(i), h.qkv_row(), 0.0f, d + h.q(i),
+           h.qkv_row());
+      gemm(true, false, h.T, h.D, h.T, scale, ds + h.scores(i), h.T, in + h.q(i), h.qkv_row(), 0.0f, d + h.k(i),
+           h.qkv_row());
+    });
+    return {dqkv, at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool packed_attention_applies(const at::Tensor& qkv, const at::Tensor& mask, double dropout_p, bool training) {
+  const auto plain = [](const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; };
+  return plain(qkv) && plain(mask) && qkv.dim() == 3 && qkv.is_contiguous() && mask.dim() == 2 &&
+         mask.stride(1) == 1 && mask.size(0) >= qkv.size(1) && !(dropout_p > 0.0 && training) &&
+         cblas_sgemm() != nullptr;
+}
+
+at::Tensor packed_causal_attention(const at::Tensor& qkv, int64_t n_head, const at::Tensor& mask) {
+  return PackedAttention::apply(qkv, n_head, mask);
+}
+
+}  // namespace loom_gpt

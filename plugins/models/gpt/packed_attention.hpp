@@ -1,0 +1,25 @@
+// packed_attention.hpp: GPT-2's causal self-attention on CPU straight from the fused qkv
+// projection, without the head-splitting copies. The textbook path (attention.hpp) reshapes
+// q, k and v from (B, T, 3C) to (B H, T, D), which copies each of them, runs LibTorch's bmm
+// (on CPU a serial loop of small GEMMs with a view, a check and a dispatch per head: 58-69
+// GFLOP/s where one large GEMM reaches 100 on one core here), and copies the output back to
+// (B, T, C); backward does the same again. This path calls the BLAS (cblas_sgemm) once per
+// (batch row, head) on strided pointers into qkv and into the output, the heads split across
+// LibTorch's threads, each product single-threaded; softmax and its backward stay LibTorch's.
+// Same arithmetic as attention.hpp's causal_attention (scale and mask added before the softmax).
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace loom_gpt {
+
+// Whether packed_causal_attention can take these: contiguous fp32 CPU qkv (B, T, 3C), a 2-D
+// (T_max, T_max) mask, no attention dropout, and a CBLAS in the process.
+bool packed_attention_applies(const at::Tensor& qkv, const at::Tensor& mask, double dropout_p, bool training);
+
+// qkv: (B, T, 3C), q | k | v along the last dimension, head h at columns h*D .. h*D+D-1 of
+// each; mask: the (T_max, T_max) additive causal bias (rows and columns 0..T-1 apply).
+// Returns softmax(q k^T / sqrt(D) + mask) v with the heads merged: (B, T, C). Differentiable once.
+at::Tensor packed_causal_attention(const at::Tensor& qkv, int64_t n_head, const at::Tensor& mask);
+
+}  // namespace loom_gpt
