@@ -11,7 +11,7 @@
 
 namespace {
 
-constexpr int64_t B = 3, T = 40, H = 4, D = 16, C = H * D, T_MAX = 64;
+constexpr int64_t B = 2, T = 150, H = 4, D = 16, C = H * D, T_MAX = 160;  // T: two 64-row blocks and a partial one
 
 // The textbook path: q, k, v as (B, H, T, D) views, LibTorch's bmm and softmax.
 at::Tensor split_heads(const at::Tensor& qkv, const at::Tensor& mask) {

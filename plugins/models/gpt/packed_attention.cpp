@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -40,6 +41,16 @@ void for_each_head(int64_t heads, const F& f) {
   } else {
     for (int64_t i = 0; i < heads; ++i) f(i);
   }
+}
+
+// Causal blocks: query rows [r0, r0 + kBlock) see keys [0, r0 + kBlock) only, so each product
+// skips the blocks above the diagonal, whose probabilities are exactly 0 (the mask puts -inf
+// there): 10/16 of the full products' work at T = 256. The skipped scores keep the mask's -inf.
+constexpr int64_t kBlock = 64;
+
+template <typename F>
+void for_each_block(int64_t T, const F& f) {  // f(first row, one past the last row)
+  for (int64_t r0 = 0; r0 < T; r0 += kBlock) f(r0, std::min(T, r0 + kBlock));
 }
 
 // Row-major C (m x n) = alpha op(A) op(B) + beta C.
@@ -80,14 +91,20 @@ struct PackedAttention : torch::autograd::Function<PackedAttention> {
     for_each_head(s.B * s.H, [&](int64_t i) {
       float* out = sc + s.scores(i);
       for (int64_t t = 0; t < s.T; ++t) std::memcpy(out + t * s.T, bias + t * bias_row, s.T * sizeof(float));
-      gemm(false, true, s.T, s.T, s.D, s.scale(), in + s.q(i), s.qkv_row(), in + s.k(i), s.qkv_row(), 1.0f, out, s.T);
+      for_each_block(s.T, [&](int64_t r0, int64_t r1) {  // scores[r0:r1, :r1] += scale q[r0:r1] k[:r1]^T
+        gemm(false, true, r1 - r0, r1, s.D, s.scale(), in + s.q(i) + r0 * s.qkv_row(), s.qkv_row(), in + s.k(i),
+             s.qkv_row(), 1.0f, out + r0 * s.T, s.T);
+      });
     });
     const at::Tensor probs = at::_softmax(scores, -1, false);  // (B H, T, T)
     at::Tensor y = at::empty({s.B, s.T, s.C}, qkv.options());
     const float* p = probs.data_ptr<float>();
     float* out = y.data_ptr<float>();
     for_each_head(s.B * s.H, [&](int64_t i) {
-      gemm(false, false, s.T, s.D, s.T, 1.0f, p + s.scores(i), s.T, in + s.v(i), s.qkv_row(), 0.0f, out + s.out(i), s.C);
+      for_each_block(s.T, [&](int64_t r0, int64_t r1) {  // y[r0:r1] = p[r0:r1, :r1] v[:r1]
+        gemm(false, false, r1 - r0, s.D, r1, 1.0f, p + s.scores(i) + r0 * s.T, s.T, in + s.v(i), s.qkv_row(), 0.0f,
+             out + s.out(i) + r0 * s.C, s.C);
+      });
     });
     ctx->save_for_backward({qkv, probs});
     ctx->saved_data["n_head"] = n_head;
@@ -109,18 +126,28 @@ struct PackedAttention : torch::autograd::Function<PackedAttention> {
     const float* g = dy.data_ptr<float>();
     float* dp = dprobs.data_ptr<float>();
     float* d = dqkv.data_ptr<float>();
+    const int64_t ld = h.qkv_row();
     for_each_head(h.B * h.H, [&](int64_t i) {
-      gemm(false, true, h.T, h.T, h.D, 1.0f, g + h.out(i), h.C, in + h.v(i), h.qkv_row(), 0.0f, dp + h.scores(i), h.T);
-      gemm(true, false, h.T, h.D, h.T, 1.0f, p + h.scores(i), h.T, g + h.out(i), h.C, 0.0f, d + h.v(i), h.qkv_row());
+      for_each_block(h.T, [&](int64_t r0, int64_t r1) {
+        float* dp_rows = dp + h.scores(i) + r0 * h.T;  // dp[r0:r1, :r1] = dy[r0:r1] v[:r1]^T, 0 beyond
+        gemm(false, true, r1 - r0, r1, h.D, 1.0f, g + h.out(i) + r0 * h.C, h.C, in + h.v(i), ld, 0.0f, dp_rows, h.T);
+        for (int64_t t = 0; t < r1 - r0; ++t) std::fill(dp_rows + t * h.T + r1, dp_rows + (t + 1) * h.T, 0.0f);
+        // dv[r0:r1] = p[r0:, r0:r1]^T dy[r0:] (queries before r0 do not see these keys)
+        gemm(true, false, r1 - r0, h.D, h.T - r0, 1.0f, p + h.scores(i) + r0 * h.T + r0, h.T, g + h.out(i) + r0 * h.C,
+             h.C, 0.0f, d + h.v(i) + r0 * ld, ld);
+      });
     });
     const at::Tensor dscores = at::_softmax_backward_data(dprobs, probs, -1, probs.scalar_type());
     dprobs.reset();
     const float* ds = dscores.data_ptr<float>();
     for_each_head(h.B * h.H, [&](int64_t i) {
-      gemm(false, false, h.T, h.D, h.T, scale, ds + h.scores(i), h.T, in + h.k(i), h.qkv_row(), 0.0f, d + h.q(i),
-           h.qkv_row());
-      gemm(true, false, h.T, h.D, h.T, scale, ds + h.scores(i), h.T, in + h.q(i), h.qkv_row(), 0.0f, d + h.k(i),
-           h.qkv_row());
+      for_each_block(h.T, [&](int64_t r0, int64_t r1) {
+        // dq[r0:r1] = scale ds[r0:r1, :r1] k[:r1]; dk[r0:r1] = scale ds[r0:, r0:r1]^T q[r0:]
+        gemm(false, false, r1 - r0, h.D, r1, scale, ds + h.scores(i) + r0 * h.T, h.T, in + h.k(i), ld, 0.0f,
+             d + h.q(i) + r0 * ld, ld);
+        gemm(true, false, r1 - r0, h.D, h.T - r0, scale, ds + h.scores(i) + r0 * h.T + r0, h.T,
+             in + h.q(i) + r0 * ld, ld, 0.0f, d + h.k(i) + r0 * ld, ld);
+      });
     });
     return {dqkv, at::Tensor(), at::Tensor()};
   }

@@ -6,7 +6,9 @@
 // (B, T, C); backward does the same again. This path calls the BLAS (cblas_sgemm) once per
 // (batch row, head) on strided pointers into qkv and into the output, the heads split across
 // LibTorch's threads, each product single-threaded; softmax and its backward stay LibTorch's.
-// Same arithmetic as attention.hpp's causal_attention (scale and mask added before the softmax).
+// Same arithmetic as attention.hpp's causal_attention (scale and mask added before the softmax),
+// except that the products skip the 64 x 64 blocks above the diagonal, whose probabilities
+// are exactly 0: the mask must be causal (-inf above the diagonal), as causal_mask makes it.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -18,7 +20,7 @@ namespace loom_gpt {
 bool packed_attention_applies(const at::Tensor& qkv, const at::Tensor& mask, double dropout_p, bool training);
 
 // qkv: (B, T, 3C), q | k | v along the last dimension, head h at columns h*D .. h*D+D-1 of
-// each; mask: the (T_max, T_max) additive causal bias (rows and columns 0..T-1 apply).
+// each; mask: the (T_max, T_max) additive causal bias of causal_mask (rows and columns 0..T-1 apply).
 // Returns softmax(q k^T / sqrt(D) + mask) v with the heads merged: (B, T, C). Differentiable once.
 at::Tensor packed_causal_attention(const at::Tensor& qkv, int64_t n_head, const at::Tensor& mask);
 
