@@ -7,7 +7,9 @@ namespace loom {
 
 class SignalWatch {
  public:
-  SignalWatch();   // installs the handlers
+  // Installs the handlers. saves: whether the run saves a checkpoint when it stops on a
+  // signal; the message printed on a signal says so either way.
+  explicit SignalWatch(bool saves);
   ~SignalWatch();  // restores the previous ones
   SignalWatch(const SignalWatch&) = delete;
   SignalWatch& operator=(const SignalWatch&) = delete;

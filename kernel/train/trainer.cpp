@@ -73,7 +73,7 @@ class Trainer {
 
   TrainSummary run() {
     const auto started = Clock::now();
-    SignalWatch signals;
+    SignalWatch signals(checkpoints_ != nullptr);
     try {
       if (const auto path = checkpoints_ ? checkpoints_->find_resume() : std::nullopt) restore(*path, Restore::resume);
       if (progress_.step >= progress_.total_steps) {
@@ -287,7 +287,9 @@ class Trainer {
     eval_metrics_.clear();
     if (checkpoints_ && (checkpoints_->due(step) || requests.request_save || signalled || epoch_save)) save();
     if (exporter_) exporter_->after_step(step);
-    if (signalled) spdlog::info("stopping after step {} on signal {}", step, SignalWatch::requested());
+    if (signalled)
+      spdlog::info("stopping after step {} on signal {}{}", step, SignalWatch::requested(),
+                   checkpoints_ ? "" : "; nothing saved: the manifest has no [checkpoint] table");
     return stop;
   }
 

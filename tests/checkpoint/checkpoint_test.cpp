@@ -167,6 +167,26 @@ TEST_CASE("SIGTERM saves a checkpoint and exits 0; resuming finishes the run") {
   CHECK(nlohmann::json::parse(inspect.out).at("metadata").at("step") == saved);
 }
 
+// A background job of sh ignores SIGINT until the host installs its handlers, so the signal is
+// sent once the first step is logged (metrics.jsonl not empty), when training has begun.
+TEST_CASE("Ctrl-C on a run without [checkpoint] says truthfully that nothing is saved") {
+  const fs::path dir = loom_test::tmp_dir("ckpt-sigint-none");
+  const std::string quickstart = std::string(LOOM_SOURCE_DIR) + "/configs/quickstart.toml";
+  const std::string script = std::string(LOOM_HOST_BIN) + " run " + quickstart + " --set run.steps=100000 --set run.dir=" +
+                             dir.string() + " 2>" + (dir / "err.txt").string() + " & pid=$!; for i in $(seq 1 3000); do [ -s " +
+                             (dir / "quickstart" / "metrics.jsonl").string() +
+                             " ] && break; sleep 0.01; done; kill -INT $pid; wait $pid; echo rc=$?";
+  const auto r = run_shell("sh -c '" + script + "'");
+  CHECK(r.out.find("rc=0") != std::string::npos);
+  const std::string err = loom_test::read_file(dir / "err.txt");
+  INFO(err);
+  CHECK(err.find("nothing is saved: the manifest has no [checkpoint] table (add one to save on signals)") !=
+        std::string::npos);
+  CHECK(err.find("saving at the next step boundary") == std::string::npos);
+  CHECK(err.find("; nothing saved: the manifest has no [checkpoint] table") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "quickstart" / "checkpoints"));
+}
+
 TEST_CASE("swapping the backend needs no rebuild and reads what the other one wrote") {
   const fs::path dir = loom_test::tmp_dir("ckpt-swap");
   const std::string manifest = write_manifest(dir, "safetensors", 20);
