@@ -27,7 +27,7 @@ struct Buffers {
   at::Tensor p, m, v, scratch;
 };
 
-Buffers start(const at::Tensor& p0) { return {p0.clone(), at::zeros_like(p0), at::zeros_like(p0), at::empty_like(p0)}; }
+Buffers start(const at::Tensor& p0) { return {p0.clone(), at::zeros_like(p0), at::zeros_like(p0), at::Tensor()}; }
 
 AdamWStep hyper(int step, double weight_decay) {
   return {kLr, kBeta1, kBeta2, kEps, weight_decay, 1.0 - std::pow(kBeta1, step),

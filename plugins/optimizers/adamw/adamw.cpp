@@ -32,8 +32,8 @@ class AdamW final : public loom::Optimizer {
       throw loom::Error("adamw: beta1 and beta2 must be in [0, 1)");
     if (eps_ <= 0 || weight_decay_ < 0) throw loom::Error("adamw: eps must be > 0 and weight_decay >= 0");
     for (size_t i = 0; i < groups_.size(); ++i) {
-      State s{at::zeros_like(groups_[i].params), at::zeros_like(groups_[i].params),
-              at::empty_like(groups_[i].params), decay_mask(groups_[i])};
+      State s{at::zeros_like(groups_[i].params), at::zeros_like(groups_[i].params), at::Tensor(),
+              decay_mask(groups_[i])};
       add_elementwise_state("exp_avg." + std::to_string(i), i, s.exp_avg);
       add_elementwise_state("exp_avg_sq." + std::to_string(i), i, s.exp_avg_sq);
       state_.push_back(std::move(s));
@@ -55,7 +55,7 @@ class AdamW final : public loom::Optimizer {
  private:
   struct State {
     at::Tensor exp_avg, exp_avg_sq;
-    at::Tensor denom;       // scratch for the unfused path, reused every step
+    at::Tensor denom;       // scratch, made by the unfused path (CUDA, bf16) only when it runs
     at::Tensor decay_mask;  // 1 where weight decay applies
   };
   double beta1_, beta2_, eps_, weight_decay_;

@@ -65,6 +65,7 @@ void adamw_step(at::Tensor& p, const at::Tensor& grad, at::Tensor& exp_avg, at::
 void adamw_step_tensor_ops(at::Tensor& p, const at::Tensor& grad, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
                            const at::Tensor& decay_mask, at::Tensor& scratch, const AdamWStep& s) {
   at::NoGradGuard no_grad;
+  if (!scratch.defined()) scratch = at::empty_like(p);
   if (s.weight_decay > 0) p.addcmul_(p, decay_mask, -s.lr * s.weight_decay);
   exp_avg.lerp_(grad, 1.0 - s.beta1);
   exp_avg_sq.mul_(s.beta2).addcmul_(grad, grad, 1.0 - s.beta2);

@@ -17,7 +17,8 @@ struct AdamWStep {
 
 // p -= lr * wd * p where decay_mask is 1; exp_avg, exp_avg_sq updated from grad; then
 // p -= lr / bias1 * exp_avg / (sqrt(exp_avg_sq) / bias2_sqrt + eps), as torch.optim.AdamW.
-// Every tensor has p's shape, dtype and device. scratch: p-shaped, used by the tensor-op path.
+// Every tensor has p's shape, dtype and device. scratch: p-shaped room for the tensor-op path,
+// allocated there on first use when undefined (the fused path needs none).
 void adamw_step(at::Tensor& p, const at::Tensor& grad, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
                 const at::Tensor& decay_mask, at::Tensor& scratch, const AdamWStep& s);
 
