@@ -1,10 +1,40 @@
 #include "abi/checkpoint_backend.hpp"
 
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "abi/dlpack_tensor.hpp"
 
 namespace loom {
+namespace {
+
+// Tensor names become keys, file names (sharded parts, exports) and log text: a name from a
+// file is accepted only as a short run of '/'-separated plain components.
+constexpr size_t kMaxTensorName = 1024;
+
+void check_tensor_name(const char* raw, const LoadedCheckpoint& so_far) {
+  const std::string name = raw ? raw : "";
+  const std::string shown = "\"" + name.substr(0, 80) + (name.size() > 80 ? "...\"" : "\"");
+  if (name.empty()) throw std::runtime_error("a tensor has an empty name");
+  if (name.size() > kMaxTensorName)
+    throw std::runtime_error("tensor " + shown + " has a name of " + std::to_string(name.size()) + " bytes (at most " +
+                             std::to_string(kMaxTensorName) + ")");
+  for (unsigned char c : name)
+    if (c < 0x20 || c == 0x7f) throw std::runtime_error("tensor " + shown + " has a control character in its name");
+  size_t start = 0;
+  for (;;) {
+    const size_t slash = name.find('/', start);
+    const std::string part = name.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (part.empty() || part == "." || part == "..")
+      throw std::runtime_error("tensor " + shown + " has an empty, \".\" or \"..\" part in its name");
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  if (so_far.tensors.count(name)) throw std::runtime_error("tensor " + shown + " appears twice");
+}
+
+}  // namespace
 
 CheckpointBackendInstance::CheckpointBackendInstance(const SlotConfig& slot, const RunContext& run)
     : Instance(slot, run) {
@@ -42,7 +72,8 @@ LoadedCheckpoint CheckpointBackendInstance::load(const std::string& dir) {
   reader.on_tensor = [](void* user, const char* name, const DLTensor* t) -> loom_status* {
     auto* s = static_cast<Sink*>(user);
     try {
-      s->out.tensors[name ? name : ""] = tensor_copy_from_dltensor(*t, s->who);
+      check_tensor_name(name, s->out);
+      s->out.tensors[name] = tensor_copy_from_dltensor(*t, s->who);
       return nullptr;
     } catch (const std::exception& e) {
       return host_api()->status_create(LOOM_STATUS_CODE_INVALID_ARGUMENT, e.what());
@@ -52,7 +83,7 @@ LoadedCheckpoint CheckpointBackendInstance::load(const std::string& dir) {
     static_cast<Sink*>(user)->out.metadata_json = json ? json : "";
     return nullptr;
   };
-  check(vt_.load(handle_, dir.c_str(), &reader), "load");
+  check_input(vt_.load(handle_, dir.c_str(), &reader), "load");
   return std::move(sink.out);
 }
 

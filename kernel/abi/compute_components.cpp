@@ -256,11 +256,7 @@ std::vector<OptimizerInstance::StateTensor> OptimizerInstance::state() {
 
 uint64_t OptimizerInstance::requirements() const { return vt_.requirements; }
 
-double OptimizerInstance::base_lr() const {
-  auto it = config_.values.find("lr");
-  if (it == config_.values.end()) return 1.0;
-  if (const double* v = std::get_if<double>(&it->second)) return *v;
-  return 1.0;
-}
+// The plan refused an optimizer without a float "lr" (config/plan.cpp check_optimizer_lr).
+double OptimizerInstance::base_lr() const { return std::get<double>(config_.values.at("lr")); }
 
 }  // namespace loom

@@ -21,6 +21,7 @@ struct SlotConfig {
   const Component* component = nullptr;
   loom_config config;                // resolved options
   bool required = true;              // trackers: false (the default) turns failures into warnings
+  bool every_rank = false;           // trackers: also on ranks other than 0 ([[trackers]] every_rank)
 };
 
 // What every component instance learns about the run.
@@ -107,6 +108,16 @@ class Instance {
 
   void check(loom_status* status, const char* call) const {
     if (status != nullptr) throw runtime_failure(where() + ": " + call + " failed: " + take_status_message(status));
+  }
+  // For calls that read files from outside (a checkpoint someone handed over): a plugin that
+  // says the input is bad or missing (INVALID_ARGUMENT, NOT_FOUND) gives exit code 2, like any
+  // other bad input; anything else stays a runtime failure.
+  void check_input(loom_status* status, const char* call) const {
+    if (status == nullptr) return;
+    const loom_status_code code = host_api()->status_get_code(status);
+    const std::string message = where() + ": " + call + " failed: " + take_status_message(status);
+    if (code == LOOM_STATUS_CODE_INVALID_ARGUMENT || code == LOOM_STATUS_CODE_NOT_FOUND) throw usage_failure(message);
+    throw runtime_failure(message);
   }
   std::string where() const {
     return "[" + slot_ + "] " + component_->name + " (" + component_->plugin->path + ")";

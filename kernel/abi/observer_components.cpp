@@ -59,6 +59,16 @@ void TrackerInstance::resume(int64_t step) {
   if (vt_.resume != nullptr) guarded([&] { check(vt_.resume(handle_, step), "resume"); });
 }
 
+void TrackerInstance::finish(loom_run_outcome outcome, int64_t step, const std::string& message) {
+  if (vt_.finish == nullptr) return;
+  loom_tracker_finish_args args{};
+  args.struct_size = sizeof(args);
+  args.outcome = outcome;
+  args.step = step;
+  args.message = message.c_str();
+  guarded([&] { check(vt_.finish(handle_, &args), "finish"); });
+}
+
 std::string TrackerInstance::save_state() {
   std::string state;
   guarded([&] { state = save_state_with(vt_.state_save); });

@@ -41,6 +41,8 @@ class TrackerInstance : public Instance<loom_tracker_vtable, loom_tracker> {
   void note(const std::string& text);
   // The run resumed at step: the tracker drops what it recorded after it.
   void resume(int64_t step);
+  // The run ended: FINISHED, INTERRUPTED or FAILED (message says why).
+  void finish(loom_run_outcome outcome, int64_t step, const std::string& message);
   bool has_state() const { return vt_.state_save != nullptr && vt_.state_load != nullptr; }
   std::string save_state();
   void load_state(const std::string& state);

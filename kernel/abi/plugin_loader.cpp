@@ -123,4 +123,14 @@ void load_plugins(Registry& registry, const std::vector<PluginDir>& dirs, bool k
   }
 }
 
+std::vector<const PluginRecord*> load_plugins_for_manifest(Registry& registry, const std::vector<PluginDir>& dirs) {
+  load_plugins(registry, dirs, /*keep_going=*/true);
+  // Which of two files registering one name would run is a guess: always refused.
+  if (!registry.duplicates().empty()) throw plugin_failure(registry.duplicates().front());
+  std::vector<const PluginRecord*> broken;
+  for (const PluginRecord& record : registry.plugins())
+    if (!record.error.empty()) broken.push_back(&record);
+  return broken;
+}
+
 }  // namespace loom

@@ -24,4 +24,10 @@ std::vector<PluginDir> plugin_search_path(const std::vector<PluginDir>& manifest
 // continue (for `host plugins`); otherwise throw the first as a plugin Failure.
 void load_plugins(Registry& registry, const std::vector<PluginDir>& dirs, bool keep_going);
 
+// For commands that run a manifest: every plugin file is tried, and one that cannot be loaded
+// (ABI, fingerprint, missing symbol) stops nothing by itself; it is returned, so that the caller
+// names it when the manifest needs a component that no loaded plugin offers, and warns about it
+// otherwise. Two files registering one component name are still refused (a plugin Failure).
+std::vector<const PluginRecord*> load_plugins_for_manifest(Registry& registry, const std::vector<PluginDir>& dirs);
+
 }  // namespace loom

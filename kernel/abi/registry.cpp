@@ -16,10 +16,12 @@ PluginRecord& Registry::add_plugin(PluginRecord record) {
 const Component& Registry::add_component(Component component) {
   const auto key = std::make_pair(static_cast<int>(component.kind), component.name);
   auto existing = components_.find(key);
-  if (existing != components_.end())
-    throw plugin_failure(std::string("duplicate ") + kind_name(component.kind) + " \"" + component.name +
-                         "\": registered by " + existing->second.plugin->path + " and by " +
-                         component.plugin->path + "; remove one of the two files from the plugin path");
+  if (existing != components_.end()) {
+    duplicates_.push_back(std::string("duplicate ") + kind_name(component.kind) + " \"" + component.name +
+                          "\": registered by " + existing->second.plugin->path + " and by " +
+                          component.plugin->path + "; remove one of the two files from the plugin path");
+    throw plugin_failure(duplicates_.back());
+  }
   return components_.emplace(key, std::move(component)).first->second;
 }
 

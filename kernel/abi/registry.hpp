@@ -50,9 +50,12 @@ class Registry {
   std::vector<const Component*> named(const std::string& name) const;
   std::vector<std::string> names(loom_kind kind) const;
   const std::deque<PluginRecord>& plugins() const { return plugins_; }
+  // One message per component name that a second file tried to register (refused).
+  const std::vector<std::string>& duplicates() const { return duplicates_; }
 
  private:
   std::deque<PluginRecord> plugins_;
+  std::vector<std::string> duplicates_;
   std::map<std::pair<int, std::string>, Component> components_;
 };
 

@@ -11,7 +11,7 @@ namespace loom {
 enum class ExitCode : int {
   ok = 0,
   runtime = 1,   // training failed: a plugin callback errored, non-finite loss abort, I/O
-  usage = 2,     // bad command line or manifest
+  usage = 2,     // bad command line, manifest or input file (a checkpoint, a model folder, data)
   plugin = 3,    // a plugin could not be loaded or was refused (ABI, fingerprint, duplicate)
 };
 
@@ -22,6 +22,12 @@ class Failure : public std::runtime_error {
 
  private:
   ExitCode code_;
+};
+
+// A manifest names a component that no loaded plugin offers.
+class UnknownComponent : public Failure {
+ public:
+  explicit UnknownComponent(const std::string& m) : Failure(ExitCode::usage, m) {}
 };
 
 inline Failure usage_failure(const std::string& m) { return Failure(ExitCode::usage, m); }

@@ -44,6 +44,10 @@ void log_setup(int rank, int world_size, bool verbose) {
 
 void log_join_run(int rank, int world_size, const std::string& file) {
   auto logger = spdlog::default_logger();
+  // Rank 0 speaks for the run on the terminal; the others show only warnings and errors there
+  // (prefixed with their rank) and keep everything in their own log file.
+  if (rank != 0)
+    for (auto& sink : logger->sinks()) sink->set_level(spdlog::level::warn);
   logger->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file));
   logger->set_pattern(pattern(rank, world_size));
   logger->flush_on(spdlog::level::info);  // a rank that dies still leaves its last lines

@@ -12,6 +12,7 @@ namespace loom {
 void log_setup(int rank, int world_size, bool verbose);
 
 // For a rank of a multi-process run: the rank prefix, and a copy of every line in `file`.
+// Ranks other than 0 show only warnings and errors on the terminal.
 void log_join_run(int rank, int world_size, const std::string& file);
 
 }  // namespace loom

@@ -1,16 +1,21 @@
 #include "checkpoint/checkpoint_index.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "base/failure.hpp"
+#include "checkpoint/checkpoint_manager.hpp"
 
 namespace fs = std::filesystem;
 
@@ -24,15 +29,34 @@ struct FileDigest {
   std::string xxh64;
 };
 
-FileDigest digest(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw runtime_failure(path.string() + ": cannot read: " + std::strerror(errno));
+// A checkpoint file is read only if it is a regular file of its own: O_NOFOLLOW refuses a
+// symbolic link (it could point anywhere), O_NONBLOCK keeps a FIFO from blocking the open,
+// and fstat refuses FIFOs and devices such as /dev/zero before any read.
+int open_checkpoint_file(const fs::path& path) {
+  int fd;
+  do fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0 && errno == ELOOP) throw std::runtime_error(path.filename().string() + " is a symbolic link");
+  if (fd < 0) throw std::runtime_error(path.string() + ": cannot read: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw std::runtime_error(path.filename().string() + " is not a regular file");
+  }
+  return fd;
+}
+
+// Size and checksum of a file the index says has `declared` bytes; reading stops one byte past
+// that, so a file that keeps growing cannot keep us reading.
+FileDigest digest(const fs::path& path, uint64_t declared = UINT64_MAX - 1) {
+  const int fd = open_checkpoint_file(path);
   XXH64_state_t* state = XXH64_createState();
   XXH64_reset(state, 0);
   std::vector<char> buffer(1 << 20);
   FileDigest out;
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+  while (out.bytes <= declared) {
+    const size_t want = size_t(std::min<uint64_t>(buffer.size(), declared + 1 - out.bytes));
+    const ssize_t n = ::read(fd, buffer.data(), want);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int error = errno;
@@ -50,6 +74,59 @@ FileDigest digest(const fs::path& path) {
   XXH64_freeState(state);
   out.xxh64 = hex;
   return out;
+}
+
+constexpr uint64_t kMaxIndexBytes = uint64_t(64) << 20;
+constexpr size_t kMaxEntries = 1000000;
+constexpr int64_t kMaxStep = int64_t(1) << 53;  // steps and token counts stay exact as JSON numbers
+
+// index.json itself, under the same rules as the files it lists.
+nlohmann::json read_index(const fs::path& path) {
+  const int fd = open_checkpoint_file(path);
+  struct stat st {};
+  ::fstat(fd, &st);
+  if (uint64_t(st.st_size) > kMaxIndexBytes) {
+    ::close(fd);
+    throw std::runtime_error("index.json is " + std::to_string(st.st_size >> 20) + " MiB, far larger than an index");
+  }
+  std::string text(size_t(st.st_size), '\0');
+  size_t used = 0;
+  while (used < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + used, text.size() - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    used += size_t(n);
+  }
+  ::close(fd);
+  text.resize(used);
+  return nlohmann::json::parse(text);
+}
+
+// Every entry of a checkpoint folder, recursively and without following links: regular files
+// (relative names) and folders are all it may hold.
+std::set<std::string> regular_files_in(const fs::path& dir) {
+  std::set<std::string> files;
+  fs::recursive_directory_iterator it(dir);  // never descends through a symbolic link
+  for (const auto& entry : it) {
+    if (files.size() > kMaxEntries) throw std::runtime_error("the folder holds more than a million entries");
+    const fs::file_status st = entry.symlink_status();
+    const std::string name = entry.path().lexically_relative(dir).generic_string();
+    if (fs::is_symlink(st))
+      throw std::runtime_error(name + " is a symbolic link; a checkpoint holds its own files (copy them in)");
+    if (fs::is_directory(st)) continue;
+    if (!fs::is_regular_file(st))
+      throw std::runtime_error(name + " is not a regular file (a FIFO, socket or device)");
+    if (name != kCheckpointIndexName) files.insert(name);
+  }
+  return files;
+}
+
+int64_t bounded_count(const nlohmann::json& value, const char* what) {
+  const bool fits = value.is_number_integer() && (!value.is_number_unsigned() || value.get<uint64_t>() <= uint64_t(kMaxStep));
+  const int64_t v = fits ? value.get<int64_t>() : -1;
+  if (v < 0 || v > kMaxStep)
+    throw std::runtime_error(std::string("its ") + what + " is " + value.dump() + ", not a count from 0 to 2^53");
+  return v;
 }
 
 }  // namespace
@@ -98,9 +175,7 @@ void write_checkpoint_index(const fs::path& dir, int64_t step, const CheckpointB
 CheckpointBackendRecord read_checkpoint_backend(const fs::path& dir) {
   const fs::path path = dir / kCheckpointIndexName;
   try {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("missing");
-    const nlohmann::json backend = nlohmann::json::parse(in).at("backend");
+    const nlohmann::json backend = read_index(path).at("backend");
     CheckpointBackendRecord out;
     out.use = backend.at("use").get<std::string>();
     for (const auto& [key, value] : backend.at("options").items()) {
@@ -118,31 +193,50 @@ CheckpointBackendRecord read_checkpoint_backend(const fs::path& dir) {
 
 std::optional<int64_t> verify_checkpoint(const fs::path& dir, std::string* why) {
   const fs::path path = dir / kCheckpointIndexName;
-  if (!fs::exists(path)) {
+  std::error_code ec;
+  if (fs::is_symlink(dir, ec)) {
+    *why = "the folder is a symbolic link; name the folder it points to";
+    return std::nullopt;
+  }
+  if (!fs::exists(fs::symlink_status(path, ec))) {
     *why = "no index.json (an interrupted save)";
     return std::nullopt;
   }
-  nlohmann::json index;
   try {
-    std::ifstream in(path);
-    index = nlohmann::json::parse(in);
+    const nlohmann::json index = read_index(path);
     if (index.at("format") != "loom-checkpoint-index") throw std::runtime_error("not a Loom checkpoint index");
-    if (index.at("version").get<int>() > kIndexVersion)
-      throw std::runtime_error("index version " + index.at("version").dump() + " is newer than this host");
+    const nlohmann::json& version = index.at("version");
+    if (!version.is_number_integer() || version.get<int64_t>() < 1 || version.get<int64_t>() > kIndexVersion)
+      throw std::runtime_error("index version " + version.dump() + " is not one this host reads (1 to " +
+                               std::to_string(kIndexVersion) + "); a newer Loom wrote it?");
+    const int64_t step = bounded_count(index.at("step"), "step");
+    if (const auto named = checkpoint_step_of(dir); named && *named != step)
+      throw std::runtime_error("the index says step " + std::to_string(step) + " but the folder is " +
+                               dir.filename().string());
+    // The files the index names are exactly the regular files in the folder: nothing outside
+    // it, no links, no FIFOs or devices, nothing unlisted that a backend might read unchecked.
+    std::set<std::string> unlisted = regular_files_in(dir);
     for (const auto& file : index.at("files")) {
-      const fs::path relative = fs::path(file.at("path").get<std::string>()).lexically_normal();
-      if (relative.empty() || relative.is_absolute() || *relative.begin() == "..")
-        throw std::runtime_error("the index names " + relative.string() + ", outside the checkpoint folder");
-      const fs::path data = dir / relative;
-      if (!fs::exists(data)) throw std::runtime_error(file.at("path").get<std::string>() + " is missing");
-      const FileDigest d = digest(data);
-      if (d.bytes != file.at("bytes").get<uint64_t>())
-        throw std::runtime_error(file.at("path").get<std::string>() + " has " + std::to_string(d.bytes) +
-                                 " bytes, the index says " + file.at("bytes").dump());
-      if (d.xxh64 != file.at("xxh64").get<std::string>())
-        throw std::runtime_error(file.at("path").get<std::string>() + " fails its checksum");
+      const std::string name = file.at("path").get<std::string>();
+      const fs::path relative = fs::path(name).lexically_normal();
+      if (name.empty() || name.size() > 4096 || relative.is_absolute() || *relative.begin() == ".." ||
+          relative.generic_string() != name)
+        throw std::runtime_error("the index names \"" + name.substr(0, 200) + "\", which is not a plain path inside the checkpoint folder");
+      if (unlisted.erase(name) == 0) {
+        if (fs::exists(fs::symlink_status(dir / relative, ec)))
+          throw std::runtime_error(name + " is not a regular file of the folder");
+        throw std::runtime_error(name + " is missing");
+      }
+      const uint64_t declared = file.at("bytes").get<uint64_t>();
+      const FileDigest d = digest(dir / relative, declared);
+      if (d.bytes != declared)
+        throw std::runtime_error(name + " has " + (d.bytes > declared ? "more than " : "") + std::to_string(d.bytes) +
+                                 " bytes, the index says " + std::to_string(declared));
+      if (d.xxh64 != file.at("xxh64").get<std::string>()) throw std::runtime_error(name + " fails its checksum");
     }
-    return index.at("step").get<int64_t>();
+    if (!unlisted.empty())
+      throw std::runtime_error(*unlisted.begin() + " is in the folder but not in its index (added after the save?)");
+    return step;
   } catch (const std::exception& e) {
     *why = e.what();
     return std::nullopt;

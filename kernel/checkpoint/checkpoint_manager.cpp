@@ -85,11 +85,11 @@ std::optional<fs::path> CheckpointManager::find_resume() {
 
 std::optional<fs::path> CheckpointManager::find_latest() { return newest_valid_checkpoint(dir_); }
 
-std::optional<fs::path> newest_valid_checkpoint(const fs::path& dir) {
+std::optional<fs::path> newest_valid_checkpoint(const fs::path& dir, bool quiet) {
   for (const auto& [step, path] : step_dirs(dir)) {
     std::string why;
     if (verify_checkpoint(path, &why)) return path;
-    spdlog::warn("skipping {}: not a valid checkpoint: {}", path.string(), why);
+    if (!quiet) spdlog::warn("skipping {}: not a valid checkpoint: {}", path.string(), why);
   }
   return std::nullopt;
 }

@@ -17,6 +17,8 @@ struct CheckpointSettings {
   bool async = true;
   std::string resume = "auto";       // "auto", "none" or a checkpoint directory
   std::string dir = "checkpoints";   // relative to the run directory
+  bool allow_nonfinite = false;      // resume from weights or optimizer state holding NaN/inf
+  bool allow_unclaimed = false;      // resume although tensors are left that nothing restores
 };
 
 }  // namespace loom

@@ -14,7 +14,9 @@
 #include "abi/plugin_loader.hpp"
 #include "base/failure.hpp"
 #include "base/log.hpp"
+#include "base/signals.hpp"
 #include "config/manifest.hpp"
+#include "cli/run_folder.hpp"
 #include "config/plan.hpp"
 #include "dist/dist_env.hpp"
 #include "train/evaluate_checkpoint.hpp"
@@ -31,11 +33,28 @@ struct Loaded {
   RunPlan plan;
 };
 
+// A plugin file that failed to load explains a component the manifest names but nobody
+// offers; when the manifest needs nothing missing, it is only a warning.
+[[noreturn]] void explain_unknown(const UnknownComponent& f, const std::vector<const PluginRecord*>& broken) {
+  if (broken.empty()) throw f;
+  throw plugin_failure(broken.front()->error + " (the manifest needs a component no loaded plugin offers: " +
+                       f.what() + ")");
+}
+
+void warn_skipped(const std::vector<const PluginRecord*>& broken) {
+  for (const PluginRecord* p : broken) spdlog::warn("skipped a plugin this manifest does not need: {}", p->error);
+}
+
 std::unique_ptr<Loaded> load_everything(const std::string& path, const std::vector<std::string>& overrides) {
   auto out = std::make_unique<Loaded>();
   out->manifest = load_manifest(path, overrides);
-  load_plugins(out->registry, plugin_search_path(manifest_plugin_dirs(out->manifest)), /*keep_going=*/false);
-  out->plan = resolve_plan(out->manifest, out->registry);
+  const auto broken = load_plugins_for_manifest(out->registry, plugin_search_path(manifest_plugin_dirs(out->manifest)));
+  try {
+    out->plan = resolve_plan(out->manifest, out->registry);
+  } catch (const UnknownComponent& f) {
+    explain_unknown(f, broken);
+  }
+  warn_skipped(broken);
   return out;
 }
 
@@ -48,6 +67,8 @@ int command_run(const CommandLine& line) {
   const RunSettings& run = loaded->plan.run;
   check_run_plan(loaded->plan, env);  // nothing is written before every manifest check passed
   const fs::path run_dir = fs::path(run.dir) / run.name;
+  // Rank 0 alone: other ranks may look after rank 0 has begun writing this run's files.
+  if (env.rank == 0) check_run_folder(run_dir, loaded->plan, line.overwrite);
   std::error_code ec;
   fs::create_directories(run_dir / "logs", ec);
   if (ec) throw runtime_failure(run_dir.string() + ": cannot create the run directory: " + ec.message());
@@ -57,9 +78,19 @@ int command_run(const CommandLine& line) {
     std::ofstream out(run_dir / "manifest.toml");
     out << "# Resolved manifest of this run: every default filled in.\n" << loaded->plan.resolved_manifest << "\n";
     if (!out) throw runtime_failure((run_dir / "manifest.toml").string() + ": cannot write the resolved manifest");
+    write_run_status(run_dir, "running");
   }
   spdlog::info("run {}: {} steps, writing to {}", run.name, run.steps, run_dir.string());
-  const TrainSummary s = train(loaded->plan, run_dir.string(), env);
+  TrainSummary s;
+  try {
+    s = train(loaded->plan, run_dir.string(), env);
+  } catch (const Failure& f) {
+    if (env.rank == 0) write_run_status(run_dir, "failed", f.what());
+    throw;
+  }
+  if (env.rank == 0) write_run_status(run_dir, SignalWatch::requested() != 0 ? "interrupted" : "finished");
+  if (s.already_complete) return static_cast<int>(ExitCode::ok);  // train() said so
+  // "loss" is what the log lines show: the mean over a log window (the first and the last).
   spdlog::info("done: {} steps in {:.1f} s ({:.1f} ms/step), loss {:.4f} -> {:.4f}{}", s.steps, s.seconds,
                1e3 * s.seconds / std::max<int64_t>(s.steps, 1), s.first_loss, s.last_loss,
                s.skipped_steps ? ", " + std::to_string(s.skipped_steps) + " steps skipped by hooks" : "");
@@ -67,8 +98,19 @@ int command_run(const CommandLine& line) {
 }
 
 int command_validate(const CommandLine& line) {
-  auto loaded = load_everything(line.args.at(0), line.overrides);
-  std::cout << "# " << line.args.at(0) << " is valid. Resolved:\n" << loaded->plan.resolved_manifest << "\n";
+  // Every problem in one pass: each table, then what the tables say together.
+  Manifest manifest = load_manifest(line.args.at(0), line.overrides);
+  Registry registry;
+  const auto broken = load_plugins_for_manifest(registry, plugin_search_path(manifest_plugin_dirs(manifest)));
+  std::vector<std::string> errors;
+  const RunPlan plan = resolve_plan(manifest, registry, &errors);
+  if (!errors.empty()) {
+    for (const std::string& e : errors) std::cerr << "error: " << e << "\n";
+    for (const PluginRecord* p : broken) std::cerr << "error: " << p->error << "\n";  // a likely cause
+    return static_cast<int>(broken.empty() ? ExitCode::usage : ExitCode::plugin);
+  }
+  warn_skipped(broken);
+  std::cout << "# " << line.args.at(0) << " is valid. Resolved:\n" << plan.resolved_manifest << "\n";
   return static_cast<int>(ExitCode::ok);
 }
 

@@ -15,6 +15,7 @@
 #include "checkpoint/sharded_checkpoint.hpp"
 #include "checkpoint/checkpoint_index.hpp"
 #include "cli/commands.hpp"
+#include "train/run_state.hpp"
 
 namespace fs = std::filesystem;
 
@@ -51,8 +52,19 @@ int command_checkpoint_inspect(const CommandLine& line) {
   const std::string& dir = line.args.at(0);
   const bool json = line.json;
   auto opened = open_checkpoint(dir);
-  const LoadedCheckpoint loaded = read_checkpoint(*opened->backend, dir);
+  // An invalid checkpoint is still shown as far as it can be read; when even that fails, the
+  // reason it is invalid comes first (it usually explains the read error).
+  LoadedCheckpoint loaded;
+  try {
+    loaded = read_checkpoint(*opened->backend, dir);
+  } catch (const Failure& f) {
+    if (opened->step) throw;
+    throw usage_failure(dir + ": INVALID: " + opened->invalid_reason + "; its tensors cannot be read: " + f.what());
+  }
   nlohmann::json metadata = nlohmann::json::parse(loaded.metadata_json, nullptr, /*allow_exceptions=*/false);
+  const std::vector<std::string> nonfinite = nonfinite_tensors(loaded, {""});
+  // A damaged checkpoint is bad input: exit code 2, as for any other bad file.
+  const int exit_code = opened->step ? 0 : static_cast<int>(ExitCode::usage);
   if (json) {
     nlohmann::json out = {{"path", dir},
                           {"valid", opened->step.has_value()},
@@ -66,8 +78,9 @@ int command_checkpoint_inspect(const CommandLine& line) {
     for (const auto& [name, t] : loaded.tensors)
       out["tensors"].push_back({{"name", name}, {"dtype", c10::toString(t.scalar_type())},
                                 {"shape", t.sizes().vec()}, {"bytes", t.nbytes()}});
+    out["nonfinite"] = nonfinite;
     std::cout << out.dump(2) << "\n";
-    return 0;
+    return exit_code;
   }
   std::cout << dir << ": " << (opened->step ? "valid" : "INVALID: " + opened->invalid_reason) << ", backend "
             << opened->backend->component().name << "\n";
@@ -83,7 +96,12 @@ int command_checkpoint_inspect(const CommandLine& line) {
     total += t.nbytes();
   }
   std::cout << loaded.tensors.size() << " tensors, " << total << " bytes\n";
-  return opened->step ? 0 : static_cast<int>(ExitCode::runtime);
+  if (!nonfinite.empty()) {
+    std::cout << "NaN or infinite values in " << nonfinite.size() << " tensors (resuming from it needs [checkpoint] "
+              << "allow_nonfinite = true):\n";
+    for (const std::string& n : nonfinite) std::cout << "  " << n << "\n";
+  }
+  return exit_code;
 }
 
 int command_checkpoint_export(const CommandLine& line) {

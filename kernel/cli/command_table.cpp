@@ -67,6 +67,10 @@ const std::vector<Flag>& flags() {
       {"no-cache", nullptr, "generate: recompute the whole sequence each step instead of using the model's key/value cache",
        &CommandLine::no_cache},
       {"seed", "S", "generate: the sampling seed (default 0); the same seed gives the same text", &CommandLine::seed},
+      {"overwrite", nullptr,
+       "run: start afresh in a run folder that holds an earlier run's outputs and no checkpoint to resume from "
+       "(its trackers replace their files); without it such a run is refused",
+       &CommandLine::overwrite},
       {"verbose,v", nullptr, "debug logging", &CommandLine::verbose},
       {"help,h", nullptr, "print this command's help and exit", &CommandLine::help},
   };
@@ -219,7 +223,7 @@ exit codes: 0 success, 1 runtime failure, 2 bad manifest or usage, 3 plugin load
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
-      {"run", "MANIFEST", "train as the manifest says", 1, 1, {"set"}, &command_run},
+      {"run", "MANIFEST", "train as the manifest says", 1, 1, {"set", "overwrite"}, &command_run},
       {"validate", "MANIFEST", "check a manifest and print it resolved, every default filled in", 1, 1, {"set"},
        &command_validate},
       {"eval", "MANIFEST",

@@ -14,6 +14,7 @@ struct CommandLine {
   std::vector<std::string> args;       // positional arguments after the command name
   std::vector<std::string> overrides;  // --set KEY=VALUE, in order
   bool json = false, all = false, markdown = false, verbose = false, help = false;
+  bool overwrite = false;              // run: start afresh over an earlier run's outputs
   std::string format, out;             // export and checkpoint export; empty: the command's default
   std::string dtype = "bf16", max_shard_size = "5GB";  // export
   std::string checkpoint;              // eval: a step-N folder; empty: the run's newest

@@ -102,9 +102,8 @@ void describe_all(const Registry& registry, bool markdown) {
 
 int command_describe(const CommandLine& line) {
   const bool all = line.all;
-  if (all != line.args.empty())
-    throw usage_failure("usage: host describe NAME | host describe --all [--markdown]");
-  const std::string name = all ? "" : line.args[0];
+  if (all && !line.args.empty())
+    throw usage_failure("describe: give NAME or --all, not both (host describe --help)");
   Registry registry;
   load_plugins(registry, plugin_search_path({}), /*keep_going=*/true);
   if (all) {
@@ -112,6 +111,19 @@ int command_describe(const CommandLine& line) {
     return 0;
   }
   const std::vector<HostTableDoc> host_tables = host_table_docs();
+  if (line.args.empty()) {  // what there is to describe
+    std::cout << "host tables:\n";
+    for (const HostTableDoc& t : host_tables) std::cout << "  " << std::left << std::setw(14) << t.name << t.summary << "\n";
+    for (const KindInfo& kind : kinds()) {
+      const auto names = registry.names(kind.kind);
+      if (names.empty()) continue;
+      std::cout << kind_name(kind.kind) << "s:\n";
+      for (const auto& n : names) std::cout << "  " << std::left << std::setw(14) << n << registry.lookup(kind.kind, n)->summary << "\n";
+    }
+    std::cout << "host describe NAME shows one's options; host describe --all, every one\n";
+    return 0;
+  }
+  const std::string name = line.args[0];
   for (const HostTableDoc& t : host_tables) {
     if (name != t.name) continue;
     std::cout << t.title << " (host): " << t.summary << "\n";

@@ -15,8 +15,15 @@ Rule<std::string> one_of(std::vector<std::string> choices) {
 
 namespace {
 
-const Rule<std::string> kFolderName = [](const std::string& v) {
-  return v.empty() || v.find('/') != std::string::npos ? "must be a non-empty folder name without '/'" : "";
+// One safe path component: "..", "." or a slash would put the run outside run.dir, and control
+// characters make folder names that terminals and scripts mangle.
+const Rule<std::string> kFolderName = [](const std::string& v) -> std::string {
+  const std::string rule =
+      "must be one folder name: not empty, \".\" or \"..\", no '/', '\\' or control characters, at most 255 bytes";
+  if (v.empty() || v == "." || v == ".." || v.size() > 255) return rule;
+  for (unsigned char c : v)
+    if (c < 0x20 || c == 0x7f || c == '/' || c == '\\') return rule;
+  return "";
 };
 
 // run.device: also remembers where the manifest set it, for the messages of resolve_device.
@@ -107,7 +114,13 @@ const HostTable<CheckpointSettings>& checkpoint_table() {
        option("resume", &S::resume,
               "\"auto\": continue from the newest valid checkpoint; \"none\": start fresh; or a checkpoint path.",
               {[](const std::string& v) { return v.empty() ? "must be \"auto\", \"none\" or a path" : ""; }}),
-       option("dir", &S::dir, "Where checkpoints go; relative to the run directory.")}};
+       option("dir", &S::dir, "Where checkpoints go; relative to the run directory."),
+       option("allow_nonfinite", &S::allow_nonfinite,
+              "Resume even when the checkpoint's weights or optimizer state hold NaN or infinite values (refused by "
+              "default, naming the tensors; `host checkpoint inspect` counts them)."),
+       option("allow_unclaimed", &S::allow_unclaimed,
+              "Resume even when the checkpoint holds model or optimizer tensors that nothing in this run restores "
+              "(an intentional partial load); they are named in a warning. Refused by default.")}};
   return table;
 }
 
@@ -115,7 +128,10 @@ const HostTable<TrackerSettings>& tracker_table() {
   static const HostTable<TrackerSettings> table{
       "trackers", "[[trackers]]", "Taken by every tracker table, besides the tracker's own options.",
       {option("required", &TrackerSettings::required,
-              "End the run when this tracker fails; by default a failure is a warning and the tracker stops.")}};
+              "End the run when this tracker fails; by default a failure is a warning and the tracker stops."),
+       option("every_rank", &TrackerSettings::every_rank,
+              "Create and call this tracker on every rank of a multi-process run (its context says which rank); by "
+              "default only rank 0 has trackers, and it logs metrics already reduced over the ranks.")}};
   return table;
 }
 

@@ -13,6 +13,7 @@ namespace loom {
 // The host-side option of every [[trackers]] entry (the tracker's own options go to its slot).
 struct TrackerSettings {
   bool required = false;
+  bool every_rank = false;  // created and called on every rank, not only rank 0
 };
 
 const HostTable<RunSettings>& run_table();

@@ -1,5 +1,7 @@
 #include "config/manifest.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <set>
 
@@ -25,13 +27,24 @@ toml::table parse_file(const fs::path& path) {
   }
 }
 
-// Deep merge: tables merge key by key, anything else in `over` replaces `base`. Nodes are
-// moved, not copied: toml++ drops the source position (file:line:col) on copy.
-void merge_into(toml::table& base, toml::table& over) {
+// Deep merge: tables merge key by key, anything else in `over` replaces `base`. Arrays too,
+// [[trackers]] and [[hooks]] included, as in Hydra and OmegaConf: a manifest that lists
+// trackers says which trackers run. Because an extending file could mean to add to the base's
+// list, the replacement is announced. Nodes are moved, not copied: toml++ drops the source
+// position (file:line:col) on copy.
+void merge_into(toml::table& base, toml::table& over, const fs::path& base_path) {
   for (auto&& [key, node] : over) {
     auto* existing = base.get(key);
-    if (existing && existing->is_table() && node.is_table()) merge_into(*existing->as_table(), *node.as_table());
-    else base.insert_or_assign(key, std::move(node));
+    if (existing && existing->is_table() && node.is_table()) {
+      merge_into(*existing->as_table(), *node.as_table(), base_path);
+      continue;
+    }
+    if (existing && existing->is_array_of_tables() && node.is_array_of_tables() && !existing->as_array()->empty())
+      spdlog::info("{}: [[{}]] replaces the {} entr{} of {} (arrays are replaced, not appended: repeat the base's "
+                   "entries to keep them)",
+                   source_position(node), std::string(key.str()), existing->as_array()->size(),
+                   existing->as_array()->size() == 1 ? "y" : "ies", base_path.string());
+    base.insert_or_assign(key, std::move(node));
   }
 }
 
@@ -47,7 +60,7 @@ toml::table load_with_extends(const fs::path& path, std::set<fs::path>& chain) {
     const fs::path base_path = path.parent_path() / *base_name;
     toml::table merged = load_with_extends(base_path, chain);
     table.erase("extends");
-    merge_into(merged, table);
+    merge_into(merged, table, base_path);
     table = std::move(merged);
   }
   chain.erase(canonical);

@@ -1,6 +1,7 @@
 #include "config/options.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "base/failure.hpp"
@@ -65,6 +66,8 @@ std::optional<OptionValue> convert(const toml::node& node, loom_option_type type
   return std::nullopt;
 }
 
+std::string node_text(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
+
 const char* toml_type_name(const toml::node& node) {
   switch (node.type()) {
     case toml::node_type::integer: return "integer";
@@ -114,6 +117,10 @@ std::map<std::string, OptionValue> resolve_options(const toml::table& table,
       throw usage_failure(source_position(node) + ": " + who + ": option \"" + name + "\" must be " +
                           option_type_name(spec->type) + ", not " + toml_type_name(node) + " (" +
                           describe_hint + ")");
+    // No option of any component means anything by NaN or infinity (TOML allows nan and inf).
+    if (const double* d = std::get_if<double>(&*value); d && !std::isfinite(*d))
+      throw usage_failure(source_position(node) + ": " + who + ": option \"" + name + "\" is " + node_text(*d) +
+                          "; it must be a finite number (" + describe_hint + ")");
     values[name] = *value;
   }
   for (const auto& spec : specs) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/failure.hpp"
+#include "config/cross_checks.hpp"
 #include "config/host_tables.hpp"
 #include "config/options.hpp"
 #include "config/resume_check.hpp"
@@ -35,7 +36,10 @@ std::vector<SlotDef> make_slots() {
       {"schedule", LOOM_KIND_SCHEDULE, "constant", nullptr, &RunPlan::schedule},
       with_host_options<TrackerSettings>({"trackers", LOOM_KIND_TRACKER, "console", nullptr, nullptr, &RunPlan::trackers},
                                          tracker_table(),
-                                         [](RunPlan&, SlotConfig& slot, const auto& s) { slot.required = s.required; }),
+                                         [](RunPlan&, SlotConfig& slot, const auto& s) {
+                                           slot.required = s.required;
+                                           slot.every_rank = s.every_rank;
+                                         }),
       {"hooks", LOOM_KIND_HOOK, "", nullptr, nullptr, &RunPlan::hooks},
       with_host_options<CheckpointSettings>({"checkpoint", LOOM_KIND_CHECKPOINT, "", "safetensors",
                                              &RunPlan::checkpoint_backend},
@@ -77,7 +81,7 @@ SlotConfig resolve_slot(const std::string& slot, const SlotDef& def, const toml:
     std::string hint = did_you_mean(*name, registry.names(def.kind));
     for (const Component* other : registry.named(*name))
       hint += std::string("; \"") + *name + "\" is a " + kind_name(other->kind) + ", not a " + kind;
-    throw usage_failure((use ? source_position(*use) : source_position(table)) + ": [" + slot + "]: no " + kind +
+    throw UnknownComponent((use ? source_position(*use) : source_position(table)) + ": [" + slot + "]: no " + kind +
                         " named \"" + *name + "\"" + hint + " (installed: " + installed +
                         "; `host plugins` lists every plugin and where it looked)");
   }
@@ -158,6 +162,42 @@ void resolve_host_table(const toml::table& root, const HostTable<Settings>& host
   host_table.take(values, table, out);
 }
 
+// [run] and the rules between its own options.
+void resolve_run_table(const Manifest& manifest, RunPlan& plan, toml::table& resolved) {
+  resolve_host_table(manifest.root, run_table(), /*always=*/true, plan.run, resolved);
+  if (plan.run.epochs > 0) {
+    const toml::table* run = manifest.root.get_as<toml::table>("run");
+    const toml::node* steps = run ? run->get("steps") : nullptr;
+    if (steps)
+      throw usage_failure(source_position(*steps) + ": [run] sets both steps and epochs; keep one (epochs derives the "
+                          "steps from the dataset's epoch length)");
+    if (plan.run.global_batch_size > 0)
+      throw usage_failure(source_position(*run) + ": [run] epochs and global_batch_size cannot be combined yet; set "
+                          "grad_accum instead of global_batch_size");
+  }
+  if (plan.run.global_batch_size > 0 && plan.run.grad_accum != 1) {
+    const toml::node* run = manifest.root.get("run");
+    throw usage_failure((run ? source_position(*run) : manifest.path.string()) +
+                        ": [run] sets both global_batch_size and grad_accum; keep one (global_batch_size derives "
+                        "grad_accum)");
+  }
+}
+
+// The schedule scales the optimizer's "lr"; an optimizer without one would train at 1.0.
+void check_optimizer_lr(const Manifest& manifest, const SlotConfig& optimizer) {
+  if (optimizer.component == nullptr) return;
+  const auto lr = optimizer.config.values.find("lr");
+  if (lr == optimizer.config.values.end() || !std::holds_alternative<double>(lr->second))
+    throw plugin_failure("optimizer " + optimizer.component->name + " (" + optimizer.component->plugin->path +
+                         ") declares no float option \"lr\", which the host reads as the base learning rate the "
+                         "schedule scales; the plugin must declare loom::option(\"lr\", LOOM_OPTION_TYPE_FLOAT, ...)");
+  if (std::get<double>(lr->second) < 0) {
+    const toml::node* node = manifest.root.at_path("optimizer.lr").node();
+    throw usage_failure((node ? source_position(*node) : manifest.path.string()) + ": [optimizer] lr = " +
+                        format_option_value(std::get<double>(lr->second)) + " is negative; a learning rate is >= 0");
+  }
+}
+
 }  // namespace
 
 const std::vector<SlotDef>& manifest_slots() {
@@ -199,34 +239,42 @@ std::vector<PluginDir> manifest_plugin_dirs(const Manifest& manifest) {
   return dirs;
 }
 
-RunPlan resolve_plan(const Manifest& manifest, const Registry& registry) {
+RunPlan resolve_plan(const Manifest& manifest, const Registry& registry, std::vector<std::string>* errors) {
+  // Runs one part of the resolution; in collecting mode a usage problem is noted and the next
+  // part is tried.
+  const auto attempt = [&](const auto& part) {
+    try {
+      part();
+    } catch (const Failure& f) {
+      if (errors == nullptr || f.code() != ExitCode::usage) throw;
+      errors->push_back(f.what());
+    }
+  };
   RunPlan plan;
   plan.registry = &registry;
   toml::table resolved;  // every table with its defaults filled in
-  resolve_host_table(manifest.root, run_table(), /*always=*/true, plan.run, resolved);
-  if (plan.run.epochs > 0) {
-    const toml::table* run = manifest.root.get_as<toml::table>("run");
-    const toml::node* steps = run ? run->get("steps") : nullptr;
-    if (steps)
-      throw usage_failure(source_position(*steps) + ": [run] sets both steps and epochs; keep one (epochs derives the "
-                          "steps from the dataset's epoch length)");
-    if (plan.run.global_batch_size > 0)
-      throw usage_failure(source_position(*run) + ": [run] epochs and global_batch_size cannot be combined yet; set "
-                          "grad_accum instead of global_batch_size");
+  attempt([&] { resolve_run_table(manifest, plan, resolved); });
+  attempt([&] {
+    if (!manifest.root.get("plugins")) return;
+    // Absolute, as resolved: the copy in the run folder must load the same .so files when it
+    // is run from there, not whatever a relative path finds next to it.
+    toml::array paths;
+    for (const PluginDir& dir : manifest_plugin_dirs(manifest))
+      paths.push_back(fs::absolute(dir.path).lexically_normal().string());
+    resolved.insert_or_assign("plugins", toml::table{{"paths", std::move(paths)}});
+  });
+  for (const SlotDef& def : manifest_slots())
+    attempt([&] {
+      if (def.one) resolve_single_slot(plan, def, manifest, registry, resolved);
+      else resolve_array_slot(plan, def, manifest, registry, resolved);
+    });
+  attempt([&] { check_optimizer_lr(manifest, plan.optimizer); });
+  attempt([&] { resolve_host_table(manifest.root, distributed_table(), /*always=*/false, plan.distributed, resolved); });
+  attempt([&] { resolve_host_table(manifest.root, export_table(), /*always=*/false, plan.hf_export, resolved); });
+  for (const std::string& problem : cross_section_problems(plan, manifest)) {
+    if (errors == nullptr) throw usage_failure(problem);
+    errors->push_back(problem);
   }
-  if (plan.run.global_batch_size > 0 && plan.run.grad_accum != 1) {
-    const toml::node* run = manifest.root.get("run");
-    throw usage_failure((run ? source_position(*run) : manifest.path.string()) +
-                        ": [run] sets both global_batch_size and grad_accum; keep one (global_batch_size derives "
-                        "grad_accum)");
-  }
-  if (const auto* plugins = manifest.root.get("plugins")) resolved.insert_or_assign("plugins", *plugins);
-  for (const SlotDef& def : manifest_slots()) {
-    if (def.one) resolve_single_slot(plan, def, manifest, registry, resolved);
-    else resolve_array_slot(plan, def, manifest, registry, resolved);
-  }
-  resolve_host_table(manifest.root, distributed_table(), /*always=*/false, plan.distributed, resolved);
-  resolve_host_table(manifest.root, export_table(), /*always=*/false, plan.hf_export, resolved);
   plan.hf_export.enabled = manifest.root.get(export_table().name) != nullptr;
   plan.resolved_manifest = to_toml_text(resolved);
   plan.manifest_changes = [current = plan.resolved_manifest](const std::string& saved, const std::string& checkpoint,

@@ -39,6 +39,9 @@ std::vector<std::string> manifest_tables();
 std::vector<PluginDir> manifest_plugin_dirs(const Manifest& manifest);
 
 // Throws a usage Failure naming file:line:col for anything that does not resolve.
-RunPlan resolve_plan(const Manifest& manifest, const Registry& registry);
+// errors == nullptr: throws the first usage Failure (`host run`). Otherwise every table is
+// tried and each usage problem appended there, then the cross-section checks (`host validate`
+// reports them all in one pass); the plan is complete only when none was found.
+RunPlan resolve_plan(const Manifest& manifest, const Registry& registry, std::vector<std::string>* errors = nullptr);
 
 }  // namespace loom

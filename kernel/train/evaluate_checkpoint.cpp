@@ -41,8 +41,14 @@ CheckpointEvaluation evaluate_checkpoint(const RunPlan& plan, const fs::path& gi
   out.checkpoint = choose_checkpoint(plan, given);
   const at::Device device = resolve_device(plan.run.device, env.local_rank, plan.run.device_at);
   apply_run_settings(plan.run, device, env.local_world_size);
-  RunContext context;  // components see the checkpoint's folder, which exists; nothing is written
-  context.run_dir = out.checkpoint.string();
+  // Components get the manifest's run folder: a checkpoint folder is sealed by its index, and
+  // a file a component wrote there would make it invalid.
+  const fs::path run_dir = fs::path(plan.run.dir) / plan.run.name;
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec) throw runtime_failure(run_dir.string() + ": cannot create the run folder: " + ec.message());
+  RunContext context;
+  context.run_dir = run_dir.string();
   context.device = device.str();
   context.seed = static_cast<uint64_t>(plan.run.seed);
   context.total_steps = plan.run.steps;

@@ -77,6 +77,7 @@ struct Pipeline {
     if (c.eval_data.component) eval_data = std::make_unique<DatasetInstance>(c.eval_data, run);
     if (c.checkpoint.enabled) checkpoint = std::make_unique<CheckpointBackendInstance>(c.checkpoint_backend, run);
     for (const auto& slot : c.trackers) {
+      if (context.rank != 0 && !slot.every_rank) continue;  // rank 0 logs the reduced metrics
       try {
         trackers.emplace_back(slot, run);
       } catch (const Failure& f) {  // a tracker that cannot start (locked database, full disk)

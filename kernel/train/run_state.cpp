@@ -3,10 +3,16 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <set>
 #include <sstream>
 
 #include "base/failure.hpp"
+#include "checkpoint/checkpoint_manager.hpp"
 #include "checkpoint/sharded_checkpoint.hpp"
 
 namespace loom {
@@ -189,8 +195,17 @@ RestoredRun read_restored_run(const LoadedCheckpoint& loaded, const std::string&
     out.elapsed_s = m.at("elapsed_s").get<double>();
     out.world_size = m.at("world_size").get<int>();
     out.resolved_manifest = m.at("manifest").get<std::string>();
+    // Counters from a file someone handed over: in range, and the step the folder says.
+    constexpr int64_t kMaxCount = int64_t(1) << 53;
+    if (out.step < 0 || out.step > kMaxCount) throw std::runtime_error("step " + std::to_string(out.step) + " is out of range");
+    if (out.tokens < 0 || out.tokens > kMaxCount) throw std::runtime_error("token count " + std::to_string(out.tokens) + " is out of range");
+    if (out.epoch < 0 || out.epoch > kMaxCount) throw std::runtime_error("epoch " + std::to_string(out.epoch) + " is out of range");
+    if (!std::isfinite(out.elapsed_s) || out.elapsed_s < 0) throw std::runtime_error("elapsed time " + m.at("elapsed_s").dump() + " is not a time");
+    if (out.world_size < 1 || out.world_size > 65536) throw std::runtime_error("world size " + std::to_string(out.world_size) + " is out of range");
+    if (const auto named = checkpoint_step_of(origin); named && *named != out.step)
+      throw std::runtime_error("it says step " + std::to_string(out.step) + " but its folder is step-" + std::to_string(*named));
   } catch (const std::exception& e) {
-    throw runtime_failure(origin + ": unreadable checkpoint metadata: " + e.what());
+    throw usage_failure(origin + ": unreadable checkpoint metadata: " + e.what());
   }
   for (int r = 0; r < out.world_size; ++r)
     out.data_states.push_back(tensor_bytes(require(loaded, "data/rank" + std::to_string(r), origin)));
@@ -202,10 +217,68 @@ void restore_model(ModelInstance& model, const LoadedCheckpoint& loaded, const s
     copy_into(*param.tensor, require(loaded, "model/" + param.name, origin), "model/" + param.name, origin);
 }
 
-void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::string& origin) {
+std::vector<std::string> nonfinite_tensors(const LoadedCheckpoint& loaded, const std::vector<std::string>& prefixes) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : loaded.tensors) {
+    const bool wanted = std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+    if (!wanted || !at::isFloatingType(t.scalar_type()) || t.numel() == 0) continue;
+    const int64_t bad = (~at::isfinite(t)).sum().item<int64_t>();
+    if (bad > 0) out.push_back(name + " (" + std::to_string(bad) + " of " + std::to_string(t.numel()) + ")");
+  }
+  return out;
+}
+
+namespace {
+
+std::string first_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 5) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+// Refuses (or, when allowed, names in a warning) what the checkpoint holds that this run does
+// not restore: silently dropping optimizer state would resume with fresh moments.
+void check_all_claimed(Pipeline& p, const LoadedCheckpoint& loaded, const std::set<std::string>& claimed,
+                       const std::string& origin, bool allow_unclaimed) {
+  std::vector<std::string> unclaimed, dropped_state;
+  for (const auto& [name, t] : loaded.tensors) {
+    if (claimed.count(name) || name == "rng/cuda") continue;  // rng/cuda: a GPU run resumed on the CPU
+    // Trackers live on rank 0 only (unless every_rank), so their state is not everyone's.
+    if (name.rfind("trackers[", 0) == 0) continue;
+    (name.rfind("hooks[", 0) == 0 ? dropped_state : unclaimed).push_back(name);
+  }
+  if (!dropped_state.empty())
+    spdlog::warn("{}: state of components no longer in the manifest is dropped: {}", origin, first_names(dropped_state));
+  if (unclaimed.empty()) return;
+  if (allow_unclaimed) {
+    spdlog::warn("{}: [checkpoint] allow_unclaimed: these tensors are not restored: {}", origin, first_names(unclaimed));
+    return;
+  }
+  throw usage_failure(origin + ": the checkpoint holds tensors nothing in this run restores: " + first_names(unclaimed) +
+                      " (model " + p.model.component().name + ", optimizer " + p.optimizer.component().name +
+                      "); resume with the manifest that wrote it, or set [checkpoint] allow_unclaimed = true to drop "
+                      "them on purpose");
+}
+
+}  // namespace
+
+void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::string& origin, const RestoreRules& rules) {
+  if (!rules.allow_nonfinite) {
+    const std::vector<std::string> bad = nonfinite_tensors(loaded, {"model/", "optimizer/"});
+    if (!bad.empty())
+      throw usage_failure(origin + ": NaN or infinite values in " + first_names(bad) +
+                          "; resume from an earlier checkpoint, or set [checkpoint] allow_nonfinite = true to load "
+                          "them anyway");
+  }
+  std::set<std::string> claimed = {"rng/cpu"};
+  for (const auto& [name, t] : loaded.tensors)
+    if (name.rfind("data/rank", 0) == 0) claimed.insert(name);  // read_restored_run took them
   restore_model(p.model, loaded, origin);
+  for (const ModelParam& param : p.model.params()) claimed.insert("model/" + param.name);
   for (const auto& st : p.optimizer.state()) {
     const std::string name = "optimizer/" + st.name;
+    claimed.insert(name);
     const at::Tensor& saved = require(loaded, name, origin);
     if (st.elementwise_group < 0) {
       copy_into(*st.tensor, saved, name, origin);
@@ -220,6 +293,7 @@ void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::str
                             std::to_string(group_numel) + " parameters in this run; resume with the manifest that wrote it");
     copy_into(*st.tensor, saved.narrow(0, slice.start, slice.length), name, origin);
   }
+  check_all_claimed(p, loaded, claimed, origin, rules.allow_unclaimed);
   {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());

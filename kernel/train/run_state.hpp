@@ -44,6 +44,19 @@ void restore_model(ModelInstance& model, const LoadedCheckpoint& loaded, const s
 
 // Copies model parameters, optimizer state, RNG state and hook and tracker state into the
 // pipeline; throws a runtime Failure naming what does not fit (missing tensor, other shape).
-void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::string& origin);
+// Every tensor must be claimed: model or optimizer tensors that nothing restores are an error
+// unless rules.allow_unclaimed (then a warning names them); state of hooks and trackers no
+// longer in the manifest is dropped with a warning. Weights and optimizer state holding NaN or
+// infinities are refused unless rules.allow_nonfinite.
+struct RestoreRules {
+  bool allow_nonfinite = false;
+  bool allow_unclaimed = false;
+};
+void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::string& origin,
+                     const RestoreRules& rules = {});
+
+// "model/wte.weight (3 of 4096)": the floating tensors named with a prefix in `prefixes` that
+// hold NaN or infinite values, with their counts; empty when all are finite.
+std::vector<std::string> nonfinite_tensors(const LoadedCheckpoint& loaded, const std::vector<std::string>& prefixes);
 
 }  // namespace loom

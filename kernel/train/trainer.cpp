@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <memory>
 
@@ -79,6 +80,8 @@ class Trainer {
       if (progress_.step >= progress_.total_steps) {
         spdlog::info("the run is already complete at step {} of {}; raise run.steps or run.epochs to train further",
                      progress_.step, progress_.total_steps);
+        summary_.already_complete = true;
+        finish_trackers(LOOM_RUN_FINISHED, "");
         return summary_;
       }
       p_->model.set_training(true);
@@ -95,12 +98,16 @@ class Trainer {
       if (checkpoints_) checkpoints_->wait();
       if (exporter_) exporter_->at_end(progress_.step);
       fire(LOOM_EVENT_TRAIN_END);
+      check_not_diverged();
+      finish_trackers(SignalWatch::requested() != 0 ? LOOM_RUN_INTERRUPTED : LOOM_RUN_FINISHED, "");
     } catch (const Failure& f) {
       events_->fire_exception(state_view(), f.what());
+      finish_trackers_after_failure(f.what());
       throw;
     } catch (const c10::Error& e) {
       const std::string message = std::string("LibTorch error: ") + e.what_without_backtrace();
       events_->fire_exception(state_view(), message.c_str());
+      finish_trackers_after_failure(message);
       throw runtime_failure(message);
     }
     summary_.seconds = seconds_since(started);
@@ -108,6 +115,28 @@ class Trainer {
   }
 
  private:
+  // A run whose last step's loss is NaN or infinite did not succeed, whatever hooks did.
+  void check_not_diverged() const {
+    if (summary_.steps == 0 || std::isfinite(summary_.final_step_loss)) return;
+    throw runtime_failure("training diverged: the loss of the last step (" + std::to_string(summary_.final_step) +
+                          ") is " + std::to_string(summary_.final_step_loss) + "; " +
+                          std::to_string(summary_.nonfinite_steps) + " of " + std::to_string(summary_.steps) +
+                          " steps had a non-finite loss. Lower the learning rate, set run.clip_grad_norm or add the "
+                          "nan_guard hook; the checkpoints with a finite loss are kept");
+  }
+
+  void finish_trackers(loom_run_outcome outcome, const std::string& message) {
+    for (auto& tracker : p_->trackers) tracker.finish(outcome, progress_.step, message);
+  }
+  // On the way out with an error: a tracker failing now must not hide that error.
+  void finish_trackers_after_failure(const std::string& message) noexcept {
+    try {
+      finish_trackers(LOOM_RUN_FAILED, message);
+    } catch (const std::exception& e) {
+      spdlog::warn("a tracker could not record the failure: {}", e.what());
+    }
+  }
+
   // What each rank holds for the model between steps, so the effect of [distributed] shard
   // shows in the first lines of a run (tools/bench/shard_bench reads them).
   void log_state_bytes() {
@@ -205,8 +234,9 @@ class Trainer {
     // 5. The step is done: count it, then step_end.
     progress_.step = step;
     progress_.tokens += tokens;
-    if (summary_.steps == 0) summary_.first_loss = progress_.loss;
-    summary_.last_loss = progress_.loss;
+    summary_.final_step = step;
+    summary_.final_step_loss = progress_.loss;
+    summary_.nonfinite_steps += std::isfinite(progress_.loss) ? 0 : 1;
     summary_.steps += 1;
     window_.add_step(tokens, progress_.loss);
     merge_control(requests, fire(LOOM_EVENT_STEP_END));
@@ -302,7 +332,7 @@ class Trainer {
            plan_.manifest_changes(restored.resolved_manifest, path.string(), restored.world_size, world_size()))
         spdlog::info("resume: manifest changed: {}", change);
     }
-    restore_tensors(*p_, loaded, path.string());
+    restore_tensors(*p_, loaded, path.string(), {plan_.checkpoint.allow_nonfinite, plan_.checkpoint.allow_unclaimed});
     if (shards_) shards_->release_all();  // the whole weights were written; keep this rank's slices
     if (mode == Restore::resume) {
       data_state_ = data_state_for_this_rank(restored, path.string());
@@ -376,6 +406,10 @@ class Trainer {
   bool log() {
     const int64_t window_steps = window_.steps();
     MetricList metrics = window_.finish(progress_, step_seconds_ema_, mfu_.flops_per_token, mfu_.peak_flops);
+    const double logged_loss = metrics.front().second;  // LogWindow puts "loss" first
+    if (!logged_once_) summary_.first_loss = logged_loss;
+    logged_once_ = true;
+    summary_.last_loss = logged_loss;
     if (comm_) metrics.emplace_back("buckets_started_in_backward", overlap_sum_ / static_cast<double>(window_steps));
     overlap_sum_ = 0;
     if (summary_.skipped_steps > 0) metrics.emplace_back("skipped_steps", static_cast<double>(summary_.skipped_steps));
@@ -395,6 +429,13 @@ class Trainer {
   // Every rank takes part (their data positions are gathered). Rank 0 writes, or, sharded,
   // every rank writes its own part.
   void save() {
+    // A diverged model is not worth a checkpoint, and saving it would rotate good ones out.
+    // Every rank sees the same (all-reduced) loss, so all skip together.
+    if (!std::isfinite(progress_.loss)) {
+      spdlog::warn("not saving a checkpoint at step {}: its loss is {}; the earlier checkpoints are kept",
+                   progress_.step, progress_.loss);
+      return;
+    }
     const std::vector<std::string> data_states = comm_ ? comm_->allgather_bytes(data_state_)
                                                        : std::vector<std::string>{data_state_};
     if (comm_ && p_->flat.sharded())
@@ -456,6 +497,7 @@ class Trainer {
   MetricList eval_metrics_;    // this step's evaluation, until the step's tracker record
   bool warned_no_eval_data_ = false;
   TrainSummary summary_;
+  bool logged_once_ = false;
 };
 
 }  // namespace

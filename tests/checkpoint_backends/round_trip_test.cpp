@@ -89,13 +89,13 @@ TEST_CASE("loading a checkpoint written by the other backend is a clear error na
   make_backend("torch_pickle")->save(tp.string(), sample_tensors(), "{}");
 
   const Caught a = catch_failure([&] { make_backend("safetensors")->load(tp.string()); });
-  CHECK(a.code == static_cast<int>(loom::ExitCode::runtime));
+  CHECK(a.code == static_cast<int>(loom::ExitCode::usage));
   CHECK(contains(a.message, (tp / "state.safetensors").string()));
   CHECK(contains(a.message, "state.pt"));
   CHECK(contains(a.message, "another backend"));
 
   const Caught b = catch_failure([&] { make_backend("torch_pickle")->load(st.string()); });
-  CHECK(b.code == static_cast<int>(loom::ExitCode::runtime));
+  CHECK(b.code == static_cast<int>(loom::ExitCode::usage));
   CHECK(contains(b.message, (st / "state.pt").string()));
   CHECK(contains(b.message, "state.safetensors"));
 }

@@ -144,7 +144,7 @@ TEST_CASE("safetensors: truncated, flipped and garbage files are clear errors") 
   const std::string good = read_bytes(path);
   const auto expect_error = [&](const std::string& phrase) {
     const Caught c = load_error(dir);
-    CHECK(c.code == static_cast<int>(loom::ExitCode::runtime));
+    CHECK(c.code == static_cast<int>(loom::ExitCode::usage));
     CHECK_MESSAGE(contains(c.message, path.string()), c.message);
     CHECK_MESSAGE(contains(c.message, phrase), c.message);
   };
@@ -224,7 +224,7 @@ TEST_CASE("safetensors: headers that lie about the data are clear errors") {
     CAPTURE(c.header);
     write_safetensors(path, c.header, c.buffer);
     const Caught e = load_error(dir);
-    CHECK(e.code == static_cast<int>(loom::ExitCode::runtime));
+    CHECK(e.code == static_cast<int>(loom::ExitCode::usage));
     CHECK_MESSAGE(contains(e.message, c.phrase), e.message);
     CHECK(contains(e.message, path.string()));
   }
@@ -241,7 +241,7 @@ TEST_CASE("safetensors: every truncation and every flipped header byte is an err
   for (size_t length = 0; length < good.size(); ++length) {
     write_bytes(path, good.substr(0, length));
     const Caught c = load_error(dir);
-    failures += c.code == static_cast<int>(loom::ExitCode::runtime);
+    failures += c.code == static_cast<int>(loom::ExitCode::usage);
   }
   CHECK(failures == int(good.size()));
 
@@ -255,7 +255,7 @@ TEST_CASE("safetensors: every truncation and every flipped header byte is an err
       bad[i] = char(bad[i] ^ mask);
       write_bytes(path, bad);
       const Caught c = load_error(dir);
-      CHECK((c.code == 0 || c.code == static_cast<int>(loom::ExitCode::runtime)));
+      CHECK((c.code == 0 || c.code == static_cast<int>(loom::ExitCode::usage)));
       refused += c.code != 0;
     }
   }

@@ -15,7 +15,8 @@
   X(loom_state_tensor) X(loom_optimizer_vtable) X(loom_schedule_vtable) X(loom_metric)         \
   X(loom_metrics) X(loom_tracker_vtable) X(loom_named_tensor) X(loom_checkpoint_reader)        \
   X(loom_checkpoint_vtable) X(loom_batch_field) X(loom_dataset_info_args)                      \
-  X(loom_model_logits_args) X(loom_model_hugging_face_args) X(loom_model_decode_args)
+  X(loom_model_logits_args) X(loom_model_hugging_face_args) X(loom_model_decode_args)          \
+  X(loom_tracker_finish_args)
 
 /* (type, field, slot): the frozen offsets the headers assert with LOOM_ABI_OFFSET, in
  * pointer-size slots on LP64 (offset = slot * 8). */
@@ -46,7 +47,9 @@
   X(loom_dataset_vtable, info, 6) X(loom_dataset_info_args, batches_per_epoch, 1)            \
   X(loom_model_vtable, hugging_face, 9) X(loom_model_logits_args, logits, 4)                   \
   X(loom_model_hugging_face_args, json, 1) X(loom_model_vtable, decode, 10)                   \
-  X(loom_model_decode_args, past, 2) X(loom_model_decode_args, logits, 3)
+  X(loom_model_decode_args, past, 2) X(loom_model_decode_args, logits, 3)                     \
+  X(loom_tracker_vtable, finish, 8) X(loom_tracker_finish_args, outcome, 1)                    \
+  X(loom_tracker_finish_args, step, 2) X(loom_tracker_finish_args, message, 3)
 
 #ifdef __cplusplus
 extern "C" {

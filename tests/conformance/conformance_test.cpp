@@ -36,10 +36,13 @@ void check_one_error_line(const Result& r, int code) {
 
 }  // namespace
 
+// The component a manifest asks for that only a refused plugin could have offered.
+const std::string kWantsMissing = " --set 'optimizer.use=\"major2_optimizer\"'";
+
 TEST_CASE("rule 2: a plugin with another ABI major is refused, naming both versions and the file") {
   const auto dir = tmp_dir("conformance-major2");
   const auto manifest = write_file(dir / "m.toml", base_manifest(dir) + plugins_table({test_plugins("major2")}));
-  const Result r = host("run " + manifest.string());
+  const Result r = host("run " + manifest.string() + kWantsMissing);
   check_one_error_line(r, 3);
   CHECK(contains(r.err, test_plugin_file("major2", "major2")));
   CHECK(contains(r.err, std::to_string(LOOM_ABI_MAJOR + 1) + ".3"));  // the plugin's version
@@ -51,7 +54,7 @@ TEST_CASE("rule 2: a plugin with another ABI major is refused, naming both versi
 TEST_CASE("rule 2: the same plugin found through LOOM_PLUGIN_PATH is refused the same way") {
   const auto dir = tmp_dir("conformance-major2-env");
   const auto manifest = write_file(dir / "m.toml", base_manifest(dir));
-  const Result r = host("run " + manifest.string(), test_plugins("major2"));
+  const Result r = host("run " + manifest.string() + kWantsMissing, test_plugins("major2"));
   check_one_error_line(r, 3);
   CHECK(contains(r.err, test_plugin_file("major2", "major2")));
   CHECK(contains(r.err, std::to_string(LOOM_ABI_MAJOR + 1) + ".3"));
@@ -64,12 +67,24 @@ TEST_CASE("rule 7: a plugin with another torch fingerprint is refused, naming bo
   REQUIRE(ours != theirs);
   const auto manifest =
       write_file(dir / "m.toml", base_manifest(dir) + plugins_table({test_plugins("fingerprint")}));
-  const Result r = host("run " + manifest.string());
+  const Result r = host("run " + manifest.string() + " --set 'optimizer.use=\"wrong_torch_sgd\"'");
   check_one_error_line(r, 3);
   CHECK(contains(r.err, test_plugin_file("fingerprint", "wrong_fingerprint")));
   CHECK(contains(r.err, "\"" + theirs + "\""));
   CHECK(contains(r.err, "\"" + ours + "\""));
   CHECK_FALSE(fs::exists(run_dir(dir)));
+}
+
+TEST_CASE("a refused plugin the manifest does not need is one warning line, and the run goes on") {
+  for (const char* scenario : {"major2", "fingerprint"}) {
+    CAPTURE(scenario);
+    const auto dir = tmp_dir(std::string("conformance-unneeded-") + scenario);
+    const auto manifest = write_file(dir / "m.toml", base_manifest(dir) + plugins_table({test_plugins(scenario)}));
+    const Result r = host("run " + manifest.string());
+    CHECK_MESSAGE(r.code == 0, r.err);
+    CHECK(count_lines_starting(r.err, "warning: skipped a plugin this manifest does not need: ") == 1);
+    CHECK(contains(r.err, test_plugins(scenario)));
+  }
 }
 
 TEST_CASE("rule 3: components built with SMALLER structs load and work in a real run") {

@@ -169,6 +169,29 @@ TEST_CASE("install lays out the host, every shipped plugin and no test plugin, t
   CHECK(fs::is_regular_file(p / "share" / "loom" / "README.md"));
 }
 
+TEST_CASE("every relative link in the installed docs resolves inside the install") {
+  install_once();
+  const fs::path docs = prefix() / "share" / "loom";
+  int links = 0;
+  for (const auto& e : fs::recursive_directory_iterator(docs)) {
+    if (e.path().extension() != ".md") continue;
+    const std::string text = read_file(e.path());
+    // Markdown links "](target)": skip web links and anchors within the page.
+    for (size_t at = text.find("]("); at != std::string::npos; at = text.find("](", at + 2)) {
+      const size_t end = text.find(')', at);
+      if (end == std::string::npos) break;
+      std::string target = text.substr(at + 2, end - at - 2);
+      target = target.substr(0, target.find('#'));
+      if (target.empty() || target.rfind("http", 0) == 0) continue;
+      ++links;
+      const std::string link = e.path().string() + " links " + target;
+      CHECK_MESSAGE(fs::exists(e.path().parent_path() / target), link);
+    }
+  }
+  CHECK(links >= 5);  // the guide's links to abi.md and the template's to the guide
+  CHECK(fs::is_regular_file(docs / "abi.md"));
+}
+
 TEST_CASE("the installed host finds its own plugins beside it, wherever the prefix is") {
   install_once();
   const auto listing = plugins_json("");

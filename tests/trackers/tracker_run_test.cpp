@@ -3,6 +3,7 @@
 // checkpoint and a resume, every output's steps strictly increase with no repeats.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <regex>
 
 #include "tracker_outputs.hpp"
@@ -91,4 +92,28 @@ TEST_CASE("killed after the step-20 checkpoint and resumed: every tracker's step
   const Result tb = check_tensorboard(run, "--files 2 --resumed-at " + std::to_string(at));
   CHECK_MESSAGE(tb.code == 0, tb.err << tb.out);
   MESSAGE(tb.out);
+}
+
+TEST_CASE("console on a terminal: the progress line moves on between log steps, four times a second") {
+  const fs::path dir = tmp_dir("trackers-console-tty");
+  const fs::path manifest = dir / "m.toml";
+  // Logs at steps 1000 and 2000 only: without the ticker the line would be drawn twice.
+  std::ofstream(manifest) << "[run]\nname = \"r\"\ndir = \"" << dir.string()
+                          << "\"\nsteps = 2000\nlog_every = 1000\nthreads = 1\npeak_flops = 1e9\n"
+                             "[model]\nuse = \"mlp_lm\"\nn_embd = 16\ncontext = 2\nhidden = 32\n"
+                             "[data]\nuse = \"synthetic\"\nbatch_size = 4\nseq_len = 16\n"
+                             "[optimizer]\nuse = \"adamw\"\nlr = 0.01\n"
+                             "[[trackers]]\nuse = \"console\"\n";
+  const auto started = std::chrono::steady_clock::now();
+  // script(1) gives the host a pseudo-terminal, so the console draws its live line.
+  const Result r = run_shell("script -qfec '" + std::string(LOOM_HOST_BIN) + " run " + manifest.string() + "' /dev/null");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const std::string screen = r.out + r.err;
+  REQUIRE_MESSAGE(r.code == 0, screen);
+  size_t estimated = 0;
+  for (size_t at = screen.find("step ~"); at != std::string::npos; at = screen.find("step ~", at + 1)) ++estimated;
+  CHECK(contains(screen, "step 2000/2000"));
+  // The second half of the run (after the step-1000 log) alone lasts a good part of a second.
+  if (seconds > 2.0) CHECK_MESSAGE(estimated >= 2, screen);
+  MESSAGE("run took " << seconds << " s; the ticker drew " << estimated << " estimated lines");
 }

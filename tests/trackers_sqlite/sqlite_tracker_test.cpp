@@ -1,5 +1,5 @@
 // The sqlite tracker through the real host binary: the run's row, its resolved config and every
-// metric equal what metrics.jsonl holds; four hosts writing one database at once leave it
+// metric equal what metrics.jsonl holds; the run's status and hyperparameters are plain SQL; four hosts writing one database at once leave it
 // intact and complete; a resume from an older checkpoint leaves every step once, in order; a
 // file that is not a Loom database is refused with a clear message.
 #include <doctest/doctest.h>
@@ -98,7 +98,7 @@ TEST_CASE("sqlite: the run's row, its resolved config and every metric equal met
 
   Db db(dir / "runs.sqlite");  // default path: runs.sqlite in run.dir, next to the run
   CHECK(db.one("PRAGMA journal_mode") == "wal");
-  CHECK(db.one("PRAGMA user_version") == "1");
+  CHECK(db.one("PRAGMA user_version") == "2");
   CHECK(db.one("PRAGMA application_id") == std::to_string(0x4C4F4F4D));
   const auto runs = db.query("SELECT id, name, run_dir, config, world_size, total_steps, starts FROM runs");
   REQUIRE(runs.size() == 1);
@@ -195,4 +195,64 @@ TEST_CASE("sqlite: a file that is not a Loom database is refused with a message 
   Db db(foreign);
   CHECK(db.one("SELECT group_concat(name) FROM sqlite_master") == "t");  // left untouched
   CHECK(db.one("SELECT x FROM t") == "1");
+}
+
+TEST_CASE("sqlite: every run's status, end time and hyperparameters are plain SQL (finished, failed, interrupted)") {
+  const fs::path dir = loom_test::tmp_dir("sqlite-status");
+  const auto ok = run_host("run " + loom_test::small_manifest(dir, "ok", 6, 3, kSqlite));
+  REQUIRE_MESSAGE(ok.code == 0, ok.err);
+  const auto diverged = run_host("run " + loom_test::small_manifest(dir, "diverged", 6, 3, kSqlite, "d.toml") +
+                                 " --set optimizer.lr=1e30");
+  REQUIRE(diverged.code == 1);
+  // SIGTERM at the first step: the run saves and stops early, interrupted (and resumable).
+  const std::string slow = loom_test::small_manifest(dir, "stopped", 100000, 3, kSqlite + "[checkpoint]\n", "s.toml");
+  run_shell("sh -c '" + std::string(LOOM_HOST_BIN) + " run " + slow + " & pid=$!; for i in $(seq 1 600); do [ -s " +
+            (dir / "stopped" / "metrics.jsonl").string() + " ] && break; sleep 0.05; done; kill -TERM $pid; wait $pid'");
+
+  Db db(dir / "runs.sqlite");
+  CHECK(db.one("SELECT status FROM runs WHERE name = 'ok'") == "finished");
+  CHECK(db.one("SELECT ended_at >= started_at AND end_message IS NULL FROM runs WHERE name = 'ok'") == "1");
+  CHECK(db.one("SELECT status FROM runs WHERE name = 'diverged'") == "failed");
+  CHECK(db.one("SELECT end_message LIKE '%training diverged%' FROM runs WHERE name = 'diverged'") == "1");
+  CHECK(db.one("SELECT status FROM runs WHERE name = 'stopped'") == "interrupted");
+  // Hyperparameters, typed as the manifest has them.
+  CHECK(db.one("SELECT value FROM run_params WHERE run = 'ok' AND key = 'optimizer.lr'") == "0.01");
+  CHECK(db.one("SELECT typeof(value) FROM run_params WHERE run = 'ok' AND key = 'optimizer.lr'") == "real");
+  CHECK(db.one("SELECT value FROM run_params WHERE run = 'diverged' AND key = 'optimizer.lr'") == "1.0e+30");
+  CHECK(db.one("SELECT typeof(value) FROM run_params WHERE run = 'ok' AND key = 'run.steps'") == "integer");
+  CHECK(db.one("SELECT value FROM run_params WHERE run = 'ok' AND key = 'trackers.1.use'") == "sqlite");
+  CHECK(db.one("SELECT count(*) FROM runs WHERE ended_at IS NULL") == "0");
+}
+
+TEST_CASE("sqlite: a version 1 database is upgraded in place, its rows kept") {
+  const fs::path dir = loom_test::tmp_dir("sqlite-upgrade");
+  const fs::path path = dir / "runs.sqlite";
+  {
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
+    // Version 1's schema, as the tracker wrote it before status and params.
+    const char* v1 =
+        "CREATE TABLE runs (id INTEGER PRIMARY KEY, run_dir TEXT NOT NULL UNIQUE, name TEXT NOT NULL, config TEXT, "
+        "world_size INTEGER NOT NULL, total_steps INTEGER NOT NULL, hostname TEXT, started_at REAL NOT NULL, "
+        "updated_at REAL NOT NULL, starts INTEGER NOT NULL DEFAULT 1);"
+        "CREATE TABLE metrics (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, step INTEGER NOT NULL, "
+        "name TEXT NOT NULL, value REAL, wall_time REAL NOT NULL, PRIMARY KEY (run_id, step, name)) WITHOUT ROWID;"
+        "CREATE TABLE notes (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, wall_time REAL NOT NULL, "
+        "step INTEGER, text TEXT NOT NULL);"
+        "CREATE INDEX notes_by_run ON notes(run_id, wall_time);"
+        "CREATE VIEW run_metrics AS SELECT runs.name AS run, metrics.run_id AS run_id, metrics.step AS step, "
+        "metrics.name AS metric, metrics.value AS value, metrics.wall_time AS wall_time FROM metrics JOIN runs ON "
+        "runs.id = metrics.run_id;"
+        "INSERT INTO runs(run_dir, name, world_size, total_steps, started_at, updated_at) VALUES ('/old', 'old', 1, 5, 1, 2);"
+        "PRAGMA application_id = 1280266061; PRAGMA user_version = 1;";
+    REQUIRE(sqlite3_exec(raw, v1, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  const auto r = run_host("run " + loom_test::small_manifest(dir, "new", 3, 3, kSqlite));
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  Db db(path);
+  CHECK(db.one("PRAGMA user_version") == "2");
+  CHECK(db.one("SELECT status FROM runs WHERE name = 'old'") == "NULL");  // unknown: written before statuses
+  CHECK(db.one("SELECT status FROM runs WHERE name = 'new'") == "finished");
+  CHECK(db.one("SELECT count(*) FROM run_params WHERE run = 'new'") != "0");
 }

@@ -78,7 +78,8 @@ TEST_CASE("values reach their fields, with the key's position in each rule's mes
   CHECK(failure_of(run_table(), "log_every = 1\nsteps = 0") == "m.toml:2:9: [run] steps must be at least 1");
   CHECK(failure_of(run_table(), "clip_grad_norm = -1.0") == "m.toml:1:18: [run] clip_grad_norm must be >= 0");
   CHECK(failure_of(run_table(), "name = \"a/b\"") ==
-        "m.toml:1:8: [run] name must be a non-empty folder name without '/'");
+        "m.toml:1:8: [run] name must be one folder name: not empty, \".\" or \"..\", no '/', '\\' or control "
+        "characters, at most 255 bytes");
   CHECK(failure_of(run_table(), "precision = \"fp16\"").find("is not a precision") != std::string::npos);
   CHECK(failure_of(distributed_table(), "backend = \"mpi\"") ==
         "m.toml:1:11: [distributed] backend must be \"auto\", \"gloo\" or \"nccl\"");

@@ -38,6 +38,19 @@ TEST_CASE("extends merges tables key by key; the child wins") {
   CHECK(!m.root.contains("extends"));
 }
 
+TEST_CASE("extends replaces arrays such as [[trackers]] as a whole; a base without them keeps its own") {
+  const fs::path dir = loom_test::tmp_dir("manifest-extends-arrays");
+  write(dir, "base.toml",
+        "[[trackers]]\nuse = \"console\"\n[[trackers]]\nuse = \"jsonl\"\n[[hooks]]\nuse = \"nan_guard\"\n");
+  const fs::path child = write(dir, "child.toml", "extends = \"base.toml\"\n[[trackers]]\nuse = \"csv\"\n");
+  const Manifest m = load_manifest(child, {});
+  const toml::array* trackers = m.root["trackers"].as_array();
+  REQUIRE(trackers != nullptr);
+  CHECK(trackers->size() == 1);
+  CHECK(m.root["trackers"][0]["use"].value<std::string>() == "csv");
+  CHECK(m.root["hooks"][0]["use"].value<std::string>() == "nan_guard");  // not named by the child: kept
+}
+
 TEST_CASE("extends cycles are reported") {
   const fs::path dir = loom_test::tmp_dir("manifest-cycle");
   write(dir, "a.toml", "extends = \"b.toml\"\n");

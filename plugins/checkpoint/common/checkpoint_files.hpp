@@ -119,10 +119,6 @@ class MappedInput {
       ::close(fd);
       io_fail(backend, "stat", path, err);
     }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      throw Error(backend + ": '" + path + "' is not a regular file");
-    }
     size_ = uint64_t(st.st_size);
     if (size_ > 0) {
       void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -145,9 +141,12 @@ class MappedInput {
   const unsigned char* data() const { return data_; }  // NULL for an empty file
   uint64_t size() const { return size_; }
 
+  // Opens a checkpoint file for reading, refusing what is not a regular file of its own: a
+  // symbolic link (it could point out of the folder), a FIFO (reading it would block forever),
+  // a device such as /dev/zero (endless). O_NONBLOCK makes opening a FIFO return at once.
   static int open_for_reading(const std::string& backend, const std::string& path) {
     int fd;
-    do fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    do fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     while (fd < 0 && errno == EINTR);
     if (fd < 0) {
       const int err = errno;
@@ -158,7 +157,24 @@ class MappedInput {
                         "); was this checkpoint written by another backend or with another `file` option?",
                     LOOM_STATUS_CODE_NOT_FOUND);
       }
+      if (err == ELOOP)
+        throw Error(backend + ": '" + path + "' is a symbolic link; checkpoint files must be regular files inside " +
+                        "the checkpoint folder (copy the file in instead of linking it)",
+                    LOOM_STATUS_CODE_INVALID_ARGUMENT);
       io_fail(backend, "open", path, err);
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      io_fail(backend, "stat", path, err);
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw Error(backend + ": '" + path + "' is not a regular file (" +
+                      (S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory" : "a device or socket") +
+                      "); a checkpoint holds regular files only",
+                  LOOM_STATUS_CODE_INVALID_ARGUMENT);
     }
     return fd;
   }
@@ -169,15 +185,20 @@ class MappedInput {
   uint64_t size_ = 0;
 };
 
-// Reads a whole file with read(2) straight into a vector: for APIs that want the bytes there.
-inline std::vector<char> read_whole_file(const std::string& backend, const std::string& path) {
+// Reads a whole regular file with read(2) straight into a vector, for APIs that want the bytes
+// there; a file larger than max_bytes is refused before anything is read.
+inline std::vector<char> read_whole_file(const std::string& backend, const std::string& path, uint64_t max_bytes) {
   const int fd = MappedInput::open_for_reading(backend, path);
   struct stat st {};
-  // One spare byte, so the read that finds the end of a file of the expected size needs no growth.
-  std::vector<char> out(::fstat(fd, &st) == 0 && st.st_size > 0 ? size_t(st.st_size) + 1 : size_t(1) << 16);
+  if (::fstat(fd, &st) != 0 || uint64_t(st.st_size) > max_bytes) {
+    ::close(fd);
+    throw Error(backend + ": '" + path + "' is larger than " + std::to_string(max_bytes >> 20) +
+                    " MiB, far more than this file ever holds",
+                LOOM_STATUS_CODE_INVALID_ARGUMENT);
+  }
+  std::vector<char> out(size_t(st.st_size));
   size_t used = 0;
-  for (;;) {
-    if (used == out.size()) out.resize(out.size() * 2);  // the file grew while we read it
+  while (used < out.size()) {  // bounded by the size fstat declared: a growing file is not followed
     const ssize_t n = ::read(fd, out.data() + used, out.size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;

@@ -1,15 +1,23 @@
 // console.cpp: the `console` tracker, the live progress line. On a terminal it redraws one
-// line on stderr (step, bar, loss, lr, tok/s, step time, ETA); otherwise, e.g. under a batch
-// scheduler writing to a file, it prints one plain line per log call. Only rank 0 prints.
+// line on stderr (step, bar, loss, lr, tok/s, step time, ETA) at every log call and, between
+// them, four times a second from a ticker thread, which moves the step (marked "~": estimated
+// from the step time), the bar and the ETA on, so a long log_every never freezes the line.
+// Otherwise, e.g. under a batch scheduler writing to a file, it prints one plain line per log
+// call. Only rank 0 prints.
 #include <loom/tracker.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -46,37 +54,62 @@ class Console final : public loom::Tracker {
 
   Console(const loom::Config& c, const loom::Context& ctx)
       : enabled_(ctx.rank == 0), total_(ctx.total_steps),
-        live_(!c.flag("force_plain") && isatty(fileno(stderr))) {}
+        live_(!c.flag("force_plain") && isatty(fileno(stderr))) {
+    if (enabled_ && live_) ticker_ = std::thread([this] { tick(); });
+  }
 
   ~Console() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    if (ticker_.joinable()) ticker_.join();
     if (drawn_) std::fputs("\n", stderr);  // keep the last progress line on screen
   }
 
   void log(int64_t step, const Metrics& metrics) override {
     if (!enabled_) return;
-    std::optional<double> loss, lr, gnorm, tps, step_ms, data_ms, eta, mfu;  // any may be absent
+    Shown s;
+    s.step = step;
     for (const loom::Metric& m : metrics) {
       const std::string n = m.name ? m.name : "";
-      if (n == "loss") loss = m.value;
-      else if (n == "lr") lr = m.value;
-      else if (n == "grad_norm") gnorm = m.value;
-      else if (n == "tokens_per_s") tps = m.value;
-      else if (n == "step_time_ms") step_ms = m.value;
-      else if (n == "data_time_ms") data_ms = m.value;
-      else if (n == "eta_s") eta = m.value;
-      else if (n == "mfu") mfu = m.value;
+      if (n == "loss") s.loss = m.value;
+      else if (n == "lr") s.lr = m.value;
+      else if (n == "grad_norm") s.gnorm = m.value;
+      else if (n == "tokens_per_s") s.tps = m.value;
+      else if (n == "step_time_ms") s.step_ms = m.value;
+      else if (n == "data_time_ms") s.data_ms = m.value;
+      else if (n == "eta_s") s.eta = m.value;
+      else if (n == "mfu") s.mfu = m.value;
     }
-    std::string line = total_ > 0 ? fmt("step %lld/%lld", (long long)step, (long long)total_)
-                                  : fmt("step %lld", (long long)step);
-    if (live_ && total_ > 0) line += " " + bar(double(step) / double(total_));
-    if (loss) line += fmt(" loss %.4f", *loss);  // a NaN loss prints as "nan": worth seeing
-    if (lr) line += fmt(" lr %.2e", *lr);
-    if (gnorm && !live_) line += fmt(" grad_norm %.3f", *gnorm);
-    if (tps && std::isfinite(*tps)) line += " tok/s " + rate(*tps);
-    if (mfu && std::isfinite(*mfu)) line += fmt(" mfu %.1f%%", 100.0 * *mfu);
-    if (step_ms) line += fmt(" step %.1fms", *step_ms);
-    if (data_ms && !live_) line += fmt(" data %.1fms", *data_ms);
-    if (eta && std::isfinite(*eta)) line += " eta " + hms(*eta);
+    std::lock_guard<std::mutex> lock(mutex_);
+    shown_ = s;
+    logged_at_ = Clock::now();
+    draw(s, /*estimated=*/false);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // What the last log call said.
+  struct Shown {
+    int64_t step = 0;
+    std::optional<double> loss, lr, gnorm, tps, step_ms, data_ms, eta, mfu;  // any may be absent
+  };
+
+  void draw(const Shown& s, bool estimated) {
+    std::string line = total_ > 0 ? fmt("step %s%lld/%lld", estimated ? "~" : "", (long long)s.step, (long long)total_)
+                                  : fmt("step %s%lld", estimated ? "~" : "", (long long)s.step);
+    if (live_ && total_ > 0) line += " " + bar(double(s.step) / double(total_));
+    if (s.loss) line += fmt(" loss %.4f", *s.loss);  // a NaN loss prints as "nan": worth seeing
+    if (s.lr) line += fmt(" lr %.2e", *s.lr);
+    if (s.gnorm && !live_) line += fmt(" grad_norm %.3f", *s.gnorm);
+    if (s.tps && std::isfinite(*s.tps)) line += " tok/s " + rate(*s.tps);
+    if (s.mfu && std::isfinite(*s.mfu)) line += fmt(" mfu %.1f%%", 100.0 * *s.mfu);
+    if (s.step_ms) line += fmt(" step %.1fms", *s.step_ms);
+    if (s.data_ms && !live_) line += fmt(" data %.1fms", *s.data_ms);
+    if (s.eta && std::isfinite(*s.eta)) line += " eta " + hms(*s.eta);
     if (live_) {
       std::fprintf(stderr, "\r\033[K%s", line.c_str());
       drawn_ = true;
@@ -84,6 +117,22 @@ class Console final : public loom::Tracker {
       std::fprintf(stderr, "%s\n", line.c_str());
     }
     std::fflush(stderr);
+  }
+
+  // Between log calls: the step the run has probably reached (the last one plus the time
+  // since, at the last step time; never past the end), and the ETA counted down.
+  void tick() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; })) {
+      if (!logged_at_ || !shown_.step_ms || !(*shown_.step_ms > 0)) continue;
+      const double since_ms = std::chrono::duration<double, std::milli>(Clock::now() - *logged_at_).count();
+      Shown s = shown_;
+      const int64_t ahead = static_cast<int64_t>(since_ms / *s.step_ms);
+      if (ahead <= 0) continue;
+      s.step = total_ > 0 ? std::min<int64_t>(total_, s.step + ahead) : s.step + ahead;
+      if (s.eta) s.eta = std::max(0.0, *s.eta - since_ms / 1e3);
+      draw(s, /*estimated=*/true);
+    }
   }
 
  private:
@@ -98,6 +147,12 @@ class Console final : public loom::Tracker {
   int64_t total_;
   bool live_;
   bool drawn_ = false;
+  std::mutex mutex_;  // log calls and the ticker take turns drawing
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  Shown shown_;
+  std::optional<Clock::time_point> logged_at_;
+  std::thread ticker_;
 };
 
 }  // namespace

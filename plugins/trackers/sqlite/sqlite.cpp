@@ -7,7 +7,8 @@
 // Torch-free; only rank 0 writes. Several processes may write the same database at once:
 // WAL mode, a busy timeout and whole-transaction retries on SQLITE_BUSY keep it consistent.
 //
-// Schema (version 1; PRAGMA application_id = 0x4C4F4F4D "LOOM", PRAGMA user_version = 1):
+// Schema (version 2; PRAGMA application_id = 0x4C4F4F4D "LOOM", PRAGMA user_version = 2; a
+// version 1 database is upgraded in place, its old runs getting a NULL status):
 //
 //   runs(id INTEGER PRIMARY KEY,
 //        run_dir TEXT NOT NULL UNIQUE,  -- absolute run directory: identifies the run, so a
@@ -19,7 +20,18 @@
 //        hostname TEXT,
 //        started_at REAL NOT NULL,      -- Unix seconds of the first start
 //        updated_at REAL NOT NULL,      -- Unix seconds of the latest start or log
-//        starts INTEGER NOT NULL)       -- processes that have run it: 1 + resumes/restarts
+//        starts INTEGER NOT NULL,       -- processes that have run it: 1 + resumes/restarts
+//        status TEXT,                   -- 'running', 'finished', 'interrupted' (a signal; it
+//                                       -- resumes) or 'failed'; a killed process leaves 'running'
+//        ended_at REAL,                 -- Unix seconds the latest start ended; NULL while running
+//        end_message TEXT)              -- why it failed; NULL otherwise
+//   params(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+//          key TEXT NOT NULL,           -- the resolved manifest flattened: "optimizer.lr",
+//                                       -- "run.steps", "trackers.0.use"
+//          value,                       -- INTEGER, REAL or TEXT as in the manifest (bools 0/1,
+//                                       -- arrays of values as TOML text)
+//          PRIMARY KEY (run_id, key)) WITHOUT ROWID
+//   VIEW run_params(run, run_id, key, value)                           -- params joined to names
 //   metrics(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
 //           step INTEGER NOT NULL,      -- optimizer steps completed
 //           name TEXT NOT NULL,         -- "loss", "lr", "grad_norm", "tokens_per_s", ...
@@ -29,6 +41,8 @@
 //   notes(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
 //         wall_time REAL NOT NULL, step INTEGER, text TEXT NOT NULL)  -- append-only event log
 //   VIEW run_metrics(run, run_id, step, metric, value, wall_time)      -- metrics joined to names
+//
+//   SELECT run, value FROM run_params WHERE key = 'optimizer.lr';     -- hyperparameters by SQL
 //
 // Resume: resume(N) deletes this run's metrics with step > N (the interrupted run's future).
 // Independently, the first log of a process at step S supersedes any rows at steps >= S, so a
@@ -47,12 +61,16 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
+
+#include <toml++/toml.h>
 
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 constexpr int kApplicationId = 0x4C4F4F4D;  // "LOOM"
 
 constexpr const char* kSchema = R"sql(
@@ -66,7 +84,10 @@ CREATE TABLE runs (
   hostname TEXT,
   started_at REAL NOT NULL,
   updated_at REAL NOT NULL,
-  starts INTEGER NOT NULL DEFAULT 1
+  starts INTEGER NOT NULL DEFAULT 1,
+  status TEXT,
+  ended_at REAL,
+  end_message TEXT
 );
 CREATE TABLE metrics (
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -87,6 +108,24 @@ CREATE VIEW run_metrics AS
   SELECT runs.name AS run, metrics.run_id AS run_id, metrics.step AS step, metrics.name AS metric,
          metrics.value AS value, metrics.wall_time AS wall_time
   FROM metrics JOIN runs ON runs.id = metrics.run_id;
+)sql";
+
+// What version 2 added; a version 1 database gets it by upgrade, a new one with the schema.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE params (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  value,
+  PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+CREATE VIEW run_params AS
+  SELECT runs.name AS run, params.run_id AS run_id, params.key AS key, params.value AS value
+  FROM params JOIN runs ON runs.id = params.run_id;
+)sql";
+constexpr const char* kUpgradeV1 = R"sql(
+ALTER TABLE runs ADD COLUMN status TEXT;
+ALTER TABLE runs ADD COLUMN ended_at REAL;
+ALTER TABLE runs ADD COLUMN end_message TEXT;
 )sql";
 
 double now_seconds() {
@@ -332,8 +371,12 @@ class Sqlite final : public loom::Tracker {
     db_->exec("PRAGMA synchronous = NORMAL");  // safe in WAL: a crash loses at most the last commits
     db_->exec("PRAGMA foreign_keys = ON");
     db_->transaction("create the schema", [&] {
-      if (!check_identity()) return;
-      db_->exec(kSchema);
+      const bool empty = check_identity();
+      const int64_t version = db_->pragma_int("PRAGMA user_version");
+      if (!empty && version == kSchemaVersion) return;
+      if (empty) db_->exec(kSchema);
+      else db_->exec(kUpgradeV1);  // check_identity let through only versions 1 and 2
+      db_->exec(kSchemaV2);
       db_->exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
       db_->exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
     });
@@ -365,11 +408,12 @@ class Sqlite final : public loom::Tracker {
     db_->transaction("register the run", [&] {
       Database::Statement upsert(
           *db_,
-          "INSERT INTO runs(run_dir, name, config, world_size, total_steps, hostname, started_at, updated_at) "
-          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) "
+          "INSERT INTO runs(run_dir, name, config, world_size, total_steps, hostname, started_at, updated_at, status) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, 'running') "
           "ON CONFLICT(run_dir) DO UPDATE SET name = excluded.name, config = excluded.config, "
           "world_size = excluded.world_size, total_steps = excluded.total_steps, hostname = excluded.hostname, "
-          "updated_at = excluded.updated_at, starts = starts + 1");
+          "updated_at = excluded.updated_at, starts = starts + 1, status = 'running', ended_at = NULL, "
+          "end_message = NULL");
       upsert.bind(1, run_dir.string()).bind(2, run_dir.filename().string());
       if (has_config) upsert.bind(3, config);
       else upsert.bind_null(3);
@@ -378,6 +422,63 @@ class Sqlite final : public loom::Tracker {
       id.bind(1, run_dir.string());
       if (!id.step()) throw loom::Error("sqlite: '" + db_->path() + "': the run's row vanished", LOOM_STATUS_CODE_INTERNAL);
       run_id_ = id.integer(0);
+      Database::Statement clear(*db_, "DELETE FROM params WHERE run_id = ?1");
+      clear.bind(1, run_id_).run();
+      if (has_config) store_params(config);
+    });
+  }
+
+  // The resolved manifest as one row per leaf value, so hyperparameters are plain SQL.
+  void store_params(const std::string& config) {
+    toml::table root;
+    try {
+      root = toml::parse(config);
+    } catch (const toml::parse_error&) {
+      return;  // not the host's TOML: the config text column still has it
+    }
+    Database::Statement insert(*db_, "INSERT OR REPLACE INTO params(run_id, key, value) VALUES (?1, ?2, ?3)");
+    const auto store = [&](const std::string& key, const toml::node& value) {
+      insert.bind(1, run_id_).bind(2, key);
+      if (auto i = value.value_exact<int64_t>()) insert.bind(3, *i);
+      else if (auto d = value.value_exact<double>()) insert.bind(3, *d);
+      else if (auto b = value.value_exact<bool>()) insert.bind(3, int64_t(*b));
+      else if (auto t = value.value_exact<std::string>()) insert.bind(3, *t);
+      else {
+        std::ostringstream text;
+        text << toml::toml_formatter(value);  // arrays of values, dates
+        insert.bind(3, text.str());
+      }
+      insert.run();
+    };
+    // Iterative walk (a config is shallow, but nothing here recurses on input).
+    std::vector<std::pair<std::string, const toml::node*>> todo = {{"", &root}};
+    while (!todo.empty()) {
+      const auto [prefix, node] = todo.back();
+      todo.pop_back();
+      const std::string dot = prefix.empty() ? "" : prefix + ".";
+      if (const toml::table* t = node->as_table()) {
+        for (const auto& [k, v] : *t) todo.emplace_back(dot + std::string(k.str()), &v);
+      } else if (const toml::array* a = node->as_array(); a && a->is_array_of_tables()) {
+        for (size_t i = 0; i < a->size(); ++i) todo.emplace_back(dot + std::to_string(i), a->get(i));
+      } else {
+        store(prefix, *node);
+      }
+    }
+  }
+
+  void finish(loom_run_outcome outcome, int64_t, const std::string& message) override {
+    if (!db_) return;
+    const char* status = outcome == LOOM_RUN_FINISHED      ? "finished"
+                         : outcome == LOOM_RUN_INTERRUPTED ? "interrupted"
+                                                           : "failed";
+    const double now = now_seconds();
+    db_->transaction("record how the run ended", [&] {
+      Database::Statement end(*db_,
+                              "UPDATE runs SET status = ?2, ended_at = ?3, updated_at = ?3, end_message = ?4 WHERE id = ?1");
+      end.bind(1, run_id_).bind(2, std::string(status)).bind(3, now);
+      if (message.empty()) end.bind_null(4);
+      else end.bind(4, message);
+      end.run();
     });
   }
 

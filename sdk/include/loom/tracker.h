@@ -1,5 +1,7 @@
 /* loom/tracker.h: the experiment-tracker kind (torch-free). Rank 0 hands every tracker the
- * reduced metrics every run.log_every steps.
+ * reduced metrics every run.log_every steps. Trackers exist on rank 0 only, unless the
+ * manifest sets `every_rank = true` in the tracker's table: then each rank creates and calls
+ * its own (context->rank says which) with the same reduced metrics.
  *
  *   static const loom_tracker_vtable vt = { .struct_size = sizeof(loom_tracker_vtable),
  *                                           .create = my_create, .destroy = my_destroy,
@@ -27,6 +29,20 @@ typedef struct loom_metrics {
   size_t count;
 } loom_metrics;
 
+/* ABI 1.6: how a run ended, for loom_tracker_vtable.finish. */
+typedef enum loom_run_outcome {
+  LOOM_RUN_FINISHED = 1,    /* reached its last step, or a hook stopped it (early stopping) */
+  LOOM_RUN_INTERRUPTED = 2, /* stopped by a signal (SIGTERM, Ctrl-C) after saving; resumable */
+  LOOM_RUN_FAILED = 3       /* ended by an error, training divergence included; see message */
+} loom_run_outcome;
+
+typedef struct loom_tracker_finish_args {
+  size_t struct_size;  /* set by the host */
+  int32_t outcome;     /* loom_run_outcome */
+  int64_t step;        /* optimizer steps completed */
+  const char* message; /* borrowed for the call; "" unless the run failed */
+} loom_tracker_finish_args;
+
 typedef struct loom_tracker_vtable {
   size_t struct_size;
   /* Required */
@@ -42,6 +58,9 @@ typedef struct loom_tracker_vtable {
   /* Optional (ABI 1.1): state kept in checkpoints, restored before resume. */
   loom_status* (*state_save)(loom_tracker* tracker, const loom_byte_writer* writer);
   loom_status* (*state_load)(loom_tracker* tracker, const void* data, size_t size); /* borrowed */
+  /* Optional (ABI 1.6): the run ended (called once, before destroy; not called when the
+     process is killed). A tracker records the outcome, e.g. a run's status. */
+  loom_status* (*finish)(loom_tracker* tracker, const loom_tracker_finish_args* args);
 } loom_tracker_vtable;
 
 LOOM_ABI_OFFSET(loom_metric, value, 2);
@@ -50,6 +69,10 @@ LOOM_ABI_OFFSET(loom_tracker_vtable, log, 3);
 LOOM_ABI_OFFSET(loom_tracker_vtable, note, 4);
 LOOM_ABI_OFFSET(loom_tracker_vtable, resume, 5);
 LOOM_ABI_OFFSET(loom_tracker_vtable, state_load, 7);
+LOOM_ABI_OFFSET(loom_tracker_vtable, finish, 8);
+LOOM_ABI_OFFSET(loom_tracker_finish_args, outcome, 1);
+LOOM_ABI_OFFSET(loom_tracker_finish_args, step, 2);
+LOOM_ABI_OFFSET(loom_tracker_finish_args, message, 3);
 
 #ifdef __cplusplus
 }

@@ -51,11 +51,17 @@ class Tracker {
   // no state callbacks and has no entry in checkpoints.
   virtual std::string save_state() const { return {}; }
   virtual void load_state(const std::string& state) { (void)state; }
+  // The run ended (ABI 1.6): outcome is a loom_run_outcome, message says why a run failed.
+  // Called once before destruction, never when the process is killed.
+  virtual void finish(loom_run_outcome outcome, int64_t step, const std::string& message) {
+    (void)outcome, (void)step, (void)message;
+  }
 };
 
 namespace detail {
 LOOM_DETAIL_MEMBER_POINTER(note)
 LOOM_DETAIL_MEMBER_POINTER(resume)
+LOOM_DETAIL_MEMBER_POINTER(finish)
 }  // namespace detail
 
 template <class T>
@@ -80,7 +86,16 @@ const void* Tracker::vtable() {
           ? +[](loom_tracker* t, int64_t step) { return guard([&] { detail::self<Tracker>(t).resume(step); }); }
           : nullptr,
       detail::state_callbacks<T, Tracker, loom_tracker>::save,
-      detail::state_callbacks<T, Tracker, loom_tracker>::load};
+      detail::state_callbacks<T, Tracker, loom_tracker>::load,
+      detail::overridden<typename detail::finish_pointer<T>::type,
+                         void (Tracker::*)(loom_run_outcome, int64_t, const std::string&)>
+          ? +[](loom_tracker* t, const loom_tracker_finish_args* in) {
+              return guard([&] {
+                const loom_tracker_finish_args a = read_in(in);
+                detail::self<Tracker>(t).finish(loom_run_outcome(a.outcome), a.step, a.message ? a.message : "");
+              });
+            }
+          : nullptr};
   return &vt;
 }
 
