@@ -158,3 +158,30 @@ TEST_CASE("host validate reports every error in one pass, then what the sections
   CHECK(run.code == 2);
   CHECK(line_count(run.err) == 1);
 }
+
+TEST_CASE("the done line's losses are the logged ones: first and last log window, as metrics.jsonl has them") {
+  const fs::path dir = tmp_dir("run-done-line");
+  const fs::path m = write_manifest(dir, base_manifest(dir, 6) + "[[trackers]]\nuse = \"jsonl\"\n");
+  const Result r = host("run " + m.string() + " --set run.log_every=3");
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const std::vector<std::string> records = lines_of(read_file(run_dir(dir) / "metrics.jsonl"));
+  REQUIRE(records.size() == 2);  // steps 3 and 6
+  const auto loss_of = [](const std::string& record) {
+    const size_t at = record.find("\"loss\":");
+    REQUIRE(at != std::string::npos);
+    char text[32];
+    std::snprintf(text, sizeof text, "%.4f", std::stod(record.substr(at + 7)));
+    return std::string(text);
+  };
+  CHECK_MESSAGE(contains(r.err, "loss " + loss_of(records[0]) + " -> " + loss_of(records[1])), r.err);
+}
+
+TEST_CASE("host describe without a name lists the host tables and every installed component, exit 0") {
+  const Result r = host("describe");
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "host tables:"));
+  CHECK(contains(r.out, "checkpoint"));
+  CHECK(contains(r.out, "optimizers:"));
+  CHECK(contains(r.out, "adamw"));
+  CHECK(contains(r.out, "trackers:"));
+}

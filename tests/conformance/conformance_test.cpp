@@ -87,6 +87,20 @@ TEST_CASE("a refused plugin the manifest does not need is one warning line, and 
   }
 }
 
+TEST_CASE("an optimizer that declares no lr is refused (exit 3) instead of training at lr 1.0") {
+  const auto dir = tmp_dir("conformance-no-lr");
+  std::string text = base_manifest(dir) + plugins_table({test_plugins("no_lr")});
+  const std::string sgd = "[optimizer]\nuse = \"sgd\"\nlr = 0.1\n";
+  REQUIRE(text.find(sgd) != std::string::npos);
+  text.replace(text.find(sgd), sgd.size(), "[optimizer]\nuse = \"no_lr\"\n");
+  const auto manifest = write_file(dir / "m.toml", text);
+  const Result r = host("run " + manifest.string());
+  check_one_error_line(r, 3);
+  CHECK(contains(r.err, "declares no float option \"lr\""));
+  CHECK(contains(r.err, test_plugin_file("no_lr", "no_lr")));
+  CHECK_FALSE(fs::exists(run_dir(dir)));
+}
+
 TEST_CASE("rule 3: components built with SMALLER structs load and work in a real run") {
   const auto dir = tmp_dir("conformance-small-struct");
   const auto manifest = write_file(dir / "m.toml", base_manifest(dir) + plugins_table({test_plugins("small_struct")}) +

@@ -46,6 +46,10 @@ TEST_CASE("1 x 8, 2 x 4, 4 x 2 and 2 x 2 x accum 2 give the same losses and weig
     check_close(reference_losses, losses(dir / l.name));
     check_close(reference_weights, weights(dir / l.name / "checkpoints" / "step-20"));
     CHECK(fs::exists(dir / l.name / "logs" / "rank-1.log"));
+    // Rank 0 speaks on the terminal; other ranks keep their info lines in their log file.
+    CHECK_MESSAGE(r.err.find("[rank 1] info:") == std::string::npos, r.err);
+    CHECK(r.err.find("[rank 0] info:") != std::string::npos);
+    CHECK(loom_test::read_file(dir / l.name / "logs" / "rank-1.log").find("info:") != std::string::npos);
   }
 }
 
