@@ -92,9 +92,9 @@ at::Tensor tensor_from_dlpack(DLManagedTensor* managed, const std::string& who) 
                                 "(int8/16/32/64, uint8, float16/32/64, bfloat16)");
   }
   if (!plausible(t)) {
+    const int32_t ndim = t.ndim;  // t lives in *managed, which the deleter frees
     if (managed->deleter) managed->deleter(managed);
-    throw runtime_failure(who + ": DLPack tensor with an invalid shape or no data (ndim " + std::to_string(t.ndim) +
-                          ")");
+    throw runtime_failure(who + ": DLPack tensor with an invalid shape or no data (ndim " + std::to_string(ndim) + ")");
   }
   std::vector<int64_t> sizes(t.shape, t.shape + t.ndim);
   std::vector<int64_t> strides;
