@@ -131,3 +131,24 @@ TEST_CASE("a rank that never starts: the others fail after timeout_s, naming it"
   CHECK(r.code == 1);
   CHECK(r.err.find("rank(s) 1 of 2 did not join within 3 s") != std::string::npos);
 }
+
+TEST_CASE("two launches on one node at once each meet on a free port of their own") {
+  const fs::path dir = loom_test::tmp_dir("dist-two-jobs");
+  const std::string m = manifest(dir, 5);
+  const std::string host = LOOM_HOST_BIN;
+  const auto job = [&](const std::string& name) {
+    return host + " launch --nproc-per-node 2 -- run " + m + " --set run.name=" + name + " > " +
+           (dir / (name + ".out")).string() + " 2> " + (dir / (name + ".err")).string();
+  };
+  const auto r = run_shell("sh -c '(" + job("a") + ") & a=$!; (" + job("b") + ") & b=$!; wait $a; ra=$?; wait $b; "
+                           "rb=$?; exit $((ra + rb))'");
+  const std::string a = loom_test::read_file(dir / "a.err"), b = loom_test::read_file(dir / "b.err");
+  const std::string both = a + b;
+  CHECK_MESSAGE(r.code == 0, both);
+  const std::regex joined("joined through 127\\.0\\.0\\.1:(\\d+)");
+  std::smatch ma, mb;
+  REQUIRE(std::regex_search(a, ma, joined));
+  REQUIRE(std::regex_search(b, mb, joined));
+  CHECK(ma[1].str() != mb[1].str());
+  CHECK(ma[1].str() != "29500");
+}
