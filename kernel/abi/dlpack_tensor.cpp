@@ -79,7 +79,8 @@ at::Tensor tensor_copy_from_dltensor(const DLTensor& t, const std::string& who) 
     }
   }
   at::Tensor out = at::empty(at::IntArrayRef(t.shape, t.ndim), at::TensorOptions().dtype(type));
-  std::memcpy(out.data_ptr(), static_cast<const char*>(t.data) + t.byte_offset, out.nbytes());
+  // An empty tensor may come without data; memcpy from NULL is undefined even for 0 bytes.
+  if (out.nbytes() > 0) std::memcpy(out.data_ptr(), static_cast<const char*>(t.data) + t.byte_offset, out.nbytes());
   return out;
 }
 

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "base/failure.hpp"
-#include "checkpoint/checkpoint_manager.hpp"
 
 namespace fs = std::filesystem;
 
@@ -131,6 +130,15 @@ int64_t bounded_count(const nlohmann::json& value, const char* what) {
 
 }  // namespace
 
+std::optional<int64_t> checkpoint_step_of(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  if (name.rfind("step-", 0) != 0 || name.size() <= 5) return std::nullopt;
+  const std::string digits = name.substr(5);
+  // At most 18 digits: any more would overflow int64 (std::stoll would throw on a hostile name).
+  if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::stoll(digits);
+}
+
 void fsync_path(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw runtime_failure(path.string() + ": cannot open to sync: " + std::strerror(errno));
@@ -155,7 +163,8 @@ void write_checkpoint_index(const fs::path& dir, int64_t step, const CheckpointB
   for (const auto& entry : fs::recursive_directory_iterator(dir))
     if (entry.is_directory()) fsync_path(entry.path());
   nlohmann::json options = nlohmann::json::object();
-  for (const auto& [key, value] : backend.options) std::visit([&](const auto& v) { options[key] = v; }, value);
+  for (const auto& item : backend.options)  // no structured binding: a C++17 lambda cannot capture one
+    std::visit([&](const auto& v) { options[item.first] = v; }, item.second);
   const nlohmann::json index = {{"format", "loom-checkpoint-index"},
                                 {"version", kIndexVersion},
                                 {"step", step},

@@ -31,6 +31,9 @@ std::optional<int64_t> verify_checkpoint(const std::filesystem::path& dir, std::
 // The backend recorded in dir's index; throws a usage Failure when there is no readable index.
 CheckpointBackendRecord read_checkpoint_backend(const std::filesystem::path& dir);
 
+// "<dir>/step-N" for a directory name, or nullopt.
+std::optional<int64_t> checkpoint_step_of(const std::filesystem::path& dir);
+
 // fsync a file or directory; throws a runtime Failure naming the path.
 void fsync_path(const std::filesystem::path& path);
 

@@ -37,14 +37,6 @@ void test_delay() {
 
 }  // namespace
 
-std::optional<int64_t> checkpoint_step_of(const fs::path& dir) {
-  const std::string name = dir.filename().string();
-  if (name.rfind("step-", 0) != 0 || name.size() <= 5) return std::nullopt;
-  const std::string digits = name.substr(5);
-  if (digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  return std::stoll(digits);
-}
-
 CheckpointManager::CheckpointManager(const CheckpointSettings& settings, CheckpointBackendInstance& backend,
                                      const Registry& registry, const fs::path& run_dir)
     : settings_(settings), backend_(backend), registry_(registry), dir_(fs::path(settings.dir).is_absolute() ? fs::path(settings.dir)

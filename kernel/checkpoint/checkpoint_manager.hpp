@@ -80,7 +80,5 @@ class CheckpointManager {
 // The newest valid checkpoint (step-N folder) in dir, warning about each invalid one skipped.
 std::optional<std::filesystem::path> newest_valid_checkpoint(const std::filesystem::path& dir, bool quiet = false);
 
-// "<dir>/step-N" for a directory name, or nullopt.
-std::optional<int64_t> checkpoint_step_of(const std::filesystem::path& dir);
 
 }  // namespace loom

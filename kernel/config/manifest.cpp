@@ -3,11 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "base/failure.hpp"
 #include "config/options.hpp"
 #include "config/plan.hpp"
+#include "config/toml_guard.hpp"
 
 namespace fs = std::filesystem;
 
@@ -15,10 +18,23 @@ namespace loom {
 
 namespace {
 
+constexpr uintmax_t kMaxManifestBytes = uintmax_t(16) << 20;
+
 toml::table parse_file(const fs::path& path) {
-  if (!fs::exists(path)) throw usage_failure(path.string() + ": manifest not found; check the path");
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {  // ec: a name too long, a path through a file
+    if (ec && ec != std::errc::no_such_file_or_directory)
+      throw usage_failure(path.string().substr(0, 300) + ": cannot read the manifest: " + ec.message());
+    throw usage_failure(path.string() + ": manifest not found; check the path");
+  }
+  if (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) > kMaxManifestBytes)
+    throw usage_failure(path.string() + ": not a manifest (not a regular file, or larger than 16 MiB)");
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (const std::string unsafe = toml_unsafe_character(text); !unsafe.empty())
+    throw usage_failure(path.string() + ":" + unsafe);
   try {
-    return toml::parse_file(path.string());
+    return toml::parse(text, path.string());
   } catch (const toml::parse_error& e) {
     const auto& where = e.source();
     throw usage_failure(path.string() + ":" + std::to_string(where.begin.line) + ":" +
@@ -49,7 +65,9 @@ void merge_into(toml::table& base, toml::table& over, const fs::path& base_path)
 }
 
 toml::table load_with_extends(const fs::path& path, std::set<fs::path>& chain) {
-  const fs::path canonical = fs::weakly_canonical(path);
+  std::error_code ec;
+  fs::path canonical = fs::weakly_canonical(path, ec);  // a path it cannot resolve is reported by parse_file
+  if (ec) canonical = path.lexically_normal();
   if (!chain.insert(canonical).second)
     throw usage_failure(path.string() + ": extends cycle: this manifest extends itself through its bases");
   toml::table table = parse_file(path);
@@ -75,6 +93,8 @@ void apply_override(toml::table& root, const std::string& text) {
   const std::string key = text.substr(0, eq), raw = text.substr(eq + 1);
   const std::string origin = "--set " + key;
   toml::table parsed;
+  if (const std::string unsafe = toml_unsafe_character(raw); !unsafe.empty())
+    throw usage_failure(origin + ": " + unsafe.substr(unsafe.find(' ') + 1));  // the column is of the value
   try {
     parsed = toml::parse("value = " + raw, origin);
   } catch (const toml::parse_error&) {

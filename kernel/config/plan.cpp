@@ -61,7 +61,8 @@ std::string join(const std::vector<std::string>& items) {
 }
 
 void insert_values(toml::table& out, const std::map<std::string, OptionValue>& values) {
-  for (const auto& [key, value] : values) std::visit([&](const auto& v) { out.insert_or_assign(key, v); }, value);
+  // Not a structured binding: C++17 lambdas cannot capture one (clang refuses; the fuzz build is clang).
+  for (const auto& item : values) std::visit([&](const auto& v) { out.insert_or_assign(item.first, v); }, item.second);
 }
 
 // One slot table: the component that `use` names (or the slot's default) with its options

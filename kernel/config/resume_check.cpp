@@ -5,6 +5,7 @@
 
 #include "base/failure.hpp"
 #include "config/options.hpp"
+#include "config/toml_guard.hpp"
 
 namespace loom {
 namespace {
@@ -55,6 +56,9 @@ int64_t rows_per_rank(const std::map<std::string, std::string>& flat) {
 std::vector<std::string> check_resume_manifest(const std::string& saved_toml, const std::string& current_toml,
                                                const std::string& checkpoint, int saved_world, int current_world) {
   std::map<std::string, std::string> saved, current;
+  // The saved manifest comes from a checkpoint, which may come from anyone.
+  if (const std::string unsafe = toml_unsafe_character(saved_toml); !unsafe.empty())
+    throw usage_failure(checkpoint + ": its saved manifest cannot be read (" + unsafe + ")");
   flatten(toml::parse(saved_toml), "", saved);
   flatten(toml::parse(current_toml), "", current);
   const bool same_rows = saved_world != current_world &&

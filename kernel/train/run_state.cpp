@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "base/failure.hpp"
-#include "checkpoint/checkpoint_manager.hpp"
+#include "checkpoint/checkpoint_index.hpp"
 #include "checkpoint/sharded_checkpoint.hpp"
 
 namespace loom {

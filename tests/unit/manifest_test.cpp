@@ -6,6 +6,7 @@
 
 #include "base/failure.hpp"
 #include "config/manifest.hpp"
+#include "config/toml_guard.hpp"
 #include "run_host.hpp"
 
 using namespace loom;
@@ -81,4 +82,21 @@ TEST_CASE("syntax errors and unknown tables name file, line and column") {
   CHECK(m.find("unknown.toml:1:") != std::string::npos);
   CHECK(m.find("did you mean \"optimizer\"") != std::string::npos);
   CHECK(failure_of(dir / "nope.toml").find("manifest not found") != std::string::npos);
+}
+
+TEST_CASE("text that trips toml++ 3.3.0's unreachable whitespace branch is refused before it parses") {
+  // U+0405 (Cyrillic DZE), U+00E9 (e acute): both inside the code points the bug covers.
+  const std::string dze = "\xD0\x85", e_acute = "\xC3\xA9";
+  CHECK(toml_unsafe_character("name = \"caf" + e_acute + "\" # caf" + e_acute + "\n").empty());
+  CHECK(toml_unsafe_character("a = '''" + dze + "'''\nb = \"\"\"x\\\\" + dze + "\"\"\"\n").empty());
+  // Outside strings: refused as the syntax error it is, without toml++ ever seeing the character.
+  CHECK(toml_unsafe_character("steps = " + dze + "10\n").rfind("1:9: TOML syntax error: ", 0) == 0);
+  // A string opened where no value can start (the fuzzer's second find): refused the same way.
+  CHECK(toml_unsafe_character("uxts =+\"\x1d" "4+++\xC4\x9Axter").find("TOML syntax error") != std::string::npos);
+  CHECK(toml_unsafe_character("x = \"\"\"a\\\n  " + dze + "\"\"\"").find("2:3: the character U+0405 follows a "
+                                                                      "line-ending backslash") == 0);
+  // The fuzzer's input: a one-line usage refusal naming the file and position, not undefined behaviour.
+  const fs::path dir = loom_test::tmp_dir("manifest-toml-guard");
+  const fs::path bad = write(dir, "m.toml", "[run]\nsteps = " + dze + "10\n");
+  CHECK(failure_of(bad).rfind(bad.string() + ":2:9: TOML syntax error: ", 0) == 0);
 }
