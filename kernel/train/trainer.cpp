@@ -117,9 +117,9 @@ class Trainer {
  private:
   // A run whose last step's loss is NaN or infinite did not succeed, whatever hooks did.
   void check_not_diverged() const {
-    if (summary_.steps == 0 || std::isfinite(summary_.final_step_loss)) return;
-    throw runtime_failure("training diverged: the loss of the last step (" + std::to_string(summary_.final_step) +
-                          ") is " + std::to_string(summary_.final_step_loss) + "; " +
+    if (summary_.steps == 0 || std::isfinite(progress_.loss)) return;  // progress_: the last step's own loss
+    throw runtime_failure("training diverged: the loss of the last step (" + std::to_string(progress_.step) +
+                          ") is " + std::to_string(progress_.loss) + "; " +
                           std::to_string(summary_.nonfinite_steps) + " of " + std::to_string(summary_.steps) +
                           " steps had a non-finite loss. Lower the learning rate, set run.clip_grad_norm or add the "
                           "nan_guard hook; the checkpoints with a finite loss are kept");
@@ -234,8 +234,6 @@ class Trainer {
     // 5. The step is done: count it, then step_end.
     progress_.step = step;
     progress_.tokens += tokens;
-    summary_.final_step = step;
-    summary_.final_step_loss = progress_.loss;
     summary_.nonfinite_steps += std::isfinite(progress_.loss) ? 0 : 1;
     summary_.steps += 1;
     window_.add_step(tokens, progress_.loss);

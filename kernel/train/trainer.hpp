@@ -13,8 +13,6 @@ struct TrainSummary {
   int64_t skipped_steps = 0;  // steps whose update a hook dropped
   int64_t nonfinite_steps = 0;  // steps whose loss was NaN or infinite
   double first_loss = 0, last_loss = 0;  // the first and last logged loss (means over a log window)
-  int64_t final_step = 0;
-  double final_step_loss = 0;  // the last step's own loss: a run ending on a non-finite one failed
   bool already_complete = false;  // resumed at or past the last step: nothing ran
   double seconds = 0;
 };
