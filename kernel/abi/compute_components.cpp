@@ -47,11 +47,18 @@ loom_status* report_metric(void* user, const char* name_in, const loom_torch_ten
     const std::string name = name_in ? name_in : "";
     std::string wrong;
     if (!is_lower_snake_case(name)) wrong = "is not a lower_snake_case name";
-    else if (value == nullptr || !tensor(value).defined() || tensor(value).numel() != 1) wrong = "is not a one-element tensor";
-    else if (reduction < LOOM_METRIC_REDUCTION_SUM || reduction > LOOM_METRIC_REDUCTION_MAX) wrong = "has an unknown reduction";
+    else if (reduction < LOOM_METRIC_REDUCTION_SUM || reduction > LOOM_METRIC_REDUCTION_ROC_AUC) wrong = "has an unknown reduction";
+    else if (value == nullptr || !tensor(value).defined()) wrong = "has no tensor";
+    else if (reduction == LOOM_METRIC_REDUCTION_ROC_AUC) {
+      if (tensor(value).dim() != 2 || tensor(value).size(1) != 2 || !at::isFloatingType(tensor(value).scalar_type()))
+        wrong = "is reduced as a ROC AUC but is not a float [N, 2] tensor of (score, label) rows";
+    } else if (tensor(value).numel() != 1) {
+      wrong = "is not a one-element tensor";
+    }
     if (!wrong.empty())
       return host_api()->status_create(LOOM_STATUS_CODE_INVALID_ARGUMENT, ("metric \"" + name + "\" " + wrong).c_str());
-    metrics->push_back({name, tensor(value).detach().reshape({}).to(at::kDouble), reduction});
+    const at::Tensor kept = tensor(value).detach().to(at::kDouble);
+    metrics->push_back({name, reduction == LOOM_METRIC_REDUCTION_ROC_AUC ? kept.clone() : kept.reshape({}), reduction});
     return nullptr;
   } catch (const std::exception& e) {
     return host_api()->status_create(LOOM_STATUS_CODE_INTERNAL, e.what());
@@ -193,6 +200,12 @@ Batch DatasetInstance::next() {
     check(status, "next");
   }
   Batch batch;
+  if (raw.end_of_data) {  // (ABI 1.7) a finite stream has nothing left
+    free_raw();
+    batch.end_of_data = true;
+    if (has_state()) batch.data_state = save_state();
+    return batch;
+  }
   if (raw.end_of_epoch) {
     free_raw();
     batch.end_of_epoch = true;
@@ -237,6 +250,25 @@ void OptimizerInstance::step(double lr, int64_t step) {
   args.lr = lr;
   args.step = step;
   check(vt_.step(handle_, &args), "step");
+}
+
+void OptimizerInstance::sparse_step(double lr, int64_t step, const std::vector<SparseGrad>& grads) {
+  std::vector<loom_sparse_grad> views(grads.size());
+  std::vector<const loom_sparse_grad*> pointers(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    views[i].struct_size = sizeof(loom_sparse_grad);
+    views[i].table = grads[i].table;
+    views[i].rows = handle(grads[i].rows);
+    views[i].values = handle(grads[i].values);
+    pointers[i] = &views[i];
+  }
+  loom_sparse_step_args args{};
+  args.struct_size = sizeof(args);
+  args.lr = lr;
+  args.step = step;
+  args.grads = pointers.data();
+  args.grad_count = pointers.size();
+  check(vt_.sparse_step(handle_, &args), "sparse_step");
 }
 
 std::vector<OptimizerInstance::StateTensor> OptimizerInstance::state() {

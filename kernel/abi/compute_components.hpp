@@ -17,7 +17,7 @@ using BatchFields = std::vector<std::pair<std::string, at::Tensor>>;
 // A scalar the model reported for one micro-batch (ABI 1.2).
 struct ReportedMetric {
   std::string name;
-  at::Tensor value;  // one element, on the run device: read only on log steps
+  at::Tensor value;  // one element, on the run device: read only on log steps; [N, 2] for ROC AUC
   loom_metric_reduction reduction;
 };
 
@@ -64,6 +64,7 @@ struct Batch {
   at::Tensor inputs, targets;  // int64 (B, T)
   BatchFields fields;          // the dataset's other named fields (ABI 1.2), any dtype and rank
   bool end_of_epoch = false;   // (ABI 1.2) no tensors: the dataset's epoch ended here
+  bool end_of_data = false;    // (ABI 1.7) no tensors: a finite stream has no batch left
   int64_t tokens = 0;          // positions whose target carries loss
   std::string data_state;      // the dataset's position right after this batch (for resume)
 };
@@ -88,6 +89,14 @@ class OptimizerInstance : public Instance<loom_optimizer_vtable, loom_optimizer>
  public:
   OptimizerInstance(const SlotConfig& slot, const RunContext& run, const loom_param_groups& groups);
   void step(double lr, int64_t step);
+  // (ABI 1.7) For [sparse_optimizer]: the touched rows of each sparse table and their summed
+  // gradients (int64 [n] unique ascending rows, [n, dim] values).
+  struct SparseGrad {
+    size_t table;
+    at::Tensor rows, values;
+  };
+  bool has_sparse_step() const { return vt_.sparse_step != nullptr; }
+  void sparse_step(double lr, int64_t step, const std::vector<SparseGrad>& grads);
   struct StateTensor {
     std::string name;
     at::Tensor* tensor;         // owned by the optimizer

@@ -155,7 +155,9 @@ const HostTable<EvalSettings>& eval_data_table() {
   static const HostTable<EvalSettings> table{
       "eval_data", "[eval_data]", "A dataset for evaluation (`use` plus its options), and:",
       {option("max_batches", &EvalSettings::max_batches,
-              "Batches per evaluation; the same batches every time, so evaluations compare.", {at_least<int64_t>(1)})}};
+              "Batches per evaluation; the same batches every time, so evaluations compare. A finite evaluation set "
+              "(one that ends its epoch, as criteo_tsv does) is read whole when it has fewer.",
+              {at_least<int64_t>(1)})}};
   return table;
 }
 

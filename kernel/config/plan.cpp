@@ -33,6 +33,7 @@ std::vector<SlotDef> make_slots() {
                                            [](RunPlan& plan, SlotConfig&, const auto& s) { plan.model_init = s; }),
       {"data", LOOM_KIND_DATASET, nullptr, nullptr, &RunPlan::data},
       {"optimizer", LOOM_KIND_OPTIMIZER, nullptr, nullptr, &RunPlan::optimizer},
+      {"sparse_optimizer", LOOM_KIND_OPTIMIZER, "", nullptr, &RunPlan::sparse_optimizer},
       {"schedule", LOOM_KIND_SCHEDULE, "constant", nullptr, &RunPlan::schedule},
       with_host_options<TrackerSettings>({"trackers", LOOM_KIND_TRACKER, "console", nullptr, nullptr, &RunPlan::trackers},
                                          tracker_table(),
@@ -187,14 +188,15 @@ void resolve_run_table(const Manifest& manifest, RunPlan& plan, toml::table& res
 // The schedule scales the optimizer's "lr"; an optimizer without one would train at 1.0.
 void check_optimizer_lr(const Manifest& manifest, const SlotConfig& optimizer) {
   if (optimizer.component == nullptr) return;
+  const std::string slot = optimizer.slot;
   const auto lr = optimizer.config.values.find("lr");
   if (lr == optimizer.config.values.end() || !std::holds_alternative<double>(lr->second))
     throw plugin_failure("optimizer " + optimizer.component->name + " (" + optimizer.component->plugin->path +
                          ") declares no float option \"lr\", which the host reads as the base learning rate the "
                          "schedule scales; the plugin must declare loom::option(\"lr\", LOOM_OPTION_TYPE_FLOAT, ...)");
   if (std::get<double>(lr->second) < 0) {
-    const toml::node* node = manifest.root.at_path("optimizer.lr").node();
-    throw usage_failure((node ? source_position(*node) : manifest.path.string()) + ": [optimizer] lr = " +
+    const toml::node* node = manifest.root.at_path(slot + ".lr").node();
+    throw usage_failure((node ? source_position(*node) : manifest.path.string()) + ": [" + slot + "] lr = " +
                         format_option_value(std::get<double>(lr->second)) + " is negative; a learning rate is >= 0");
   }
 }
@@ -270,6 +272,7 @@ RunPlan resolve_plan(const Manifest& manifest, const Registry& registry, std::ve
       else resolve_array_slot(plan, def, manifest, registry, resolved);
     });
   attempt([&] { check_optimizer_lr(manifest, plan.optimizer); });
+  attempt([&] { check_optimizer_lr(manifest, plan.sparse_optimizer); });
   attempt([&] { resolve_host_table(manifest.root, distributed_table(), /*always=*/false, plan.distributed, resolved); });
   attempt([&] { resolve_host_table(manifest.root, export_table(), /*always=*/false, plan.hf_export, resolved); });
   for (const std::string& problem : cross_section_problems(plan, manifest)) {

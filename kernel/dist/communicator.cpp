@@ -196,6 +196,24 @@ void Communicator::allgather_chunks(at::Tensor& buffer) {
   });
 }
 
+at::Tensor Communicator::allgather_rows(const at::Tensor& rows) {
+  // Equal chunks: each rank pads its rows to the largest count; the counts say what is real.
+  const int world = env_.world_size;
+  at::Tensor counts = at::zeros({world}, at::kLong);
+  counts[env_.rank] = rows.size(0);
+  allreduce_sum(counts);
+  const int64_t most = counts.max().item<int64_t>();
+  std::vector<int64_t> shape = rows.sizes().vec();
+  shape[0] = world * most;
+  at::Tensor all = at::zeros(shape, rows.options());
+  if (most == 0) return all;
+  all.narrow(0, env_.rank * most, rows.size(0)).copy_(rows);
+  allgather_chunks(all);
+  std::vector<at::Tensor> real;
+  for (int r = 0; r < world; ++r) real.push_back(all.narrow(0, r * most, counts[r].item<int64_t>()));
+  return at::cat(real);
+}
+
 void Communicator::store_set(const std::string& key, const std::string& value) {
   guarded("store", [&] { store_->set(key, std::vector<uint8_t>(value.begin(), value.end())); });
 }

@@ -49,6 +49,9 @@ class Communicator {
   void wait_ticket(uint64_t ticket);
   // buffer holds world_size equal chunks: every rank's own chunk reaches every rank.
   void allgather_chunks(at::Tensor& buffer);
+  // Every rank's rows (dim 0; the counts may differ by rank, the other dims may not),
+  // concatenated in rank order, on every rank.
+  at::Tensor allgather_rows(const at::Tensor& rows);
   // The run's c10d store, for agreement off the main thread (a sharded save's commit).
   void store_set(const std::string& key, const std::string& value);
   // Waits for every key, or throws after timeout; returns their values.

@@ -22,7 +22,7 @@ MetricList Evaluator::run(ModelInstance& model) {
   ModelMetrics reported;
   for (int64_t i = 0; i < max_batches_; ++i) {
     const Batch b = data_.next();
-    if (b.end_of_epoch) break;  // a finite [eval_data]: evaluate all of it, at most max_batches
+    if (b.end_of_epoch || b.end_of_data) break;  // a finite [eval_data]: evaluate all of it, at most max_batches
     BatchFields fields = b.fields;  // the evaluator reads the dataset directly: fields come as they are on the CPU
     for (auto& field : fields) field.second = field.second.to(device_);
     const ForwardResult out = model.forward(b.inputs.to(device_), b.targets.to(device_), fields);

@@ -51,8 +51,13 @@ std::unique_ptr<Communicator> build_communicator(const RunPlan& plan, const Dist
 std::unique_ptr<GradientSync> build_gradient_sync(const RunPlan& plan, Pipeline& pipeline, Communicator* comm) {
   if (!comm) return nullptr;
   for (at::Tensor buffer : pipeline.flat.param_buffers()) comm->broadcast(buffer, 0);
+  for (const ModelParam& table : sparse_params(pipeline.model.params())) {  // replicated: rank 0's rows everywhere
+    at::NoGradGuard no_grad;
+    at::Tensor weight = table.tensor->detach();
+    comm->broadcast(weight, 0);
+  }
   const auto bucket_bytes = static_cast<int64_t>(plan.distributed.bucket_mb * 1024 * 1024);
-  return std::make_unique<GradientSync>(pipeline.model.params(), pipeline.flat, *comm, bucket_bytes);
+  return std::make_unique<GradientSync>(dense_params(pipeline.model.params()), pipeline.flat, *comm, bucket_bytes);
 }
 
 std::unique_ptr<ParameterShards> build_parameter_shards(const RunPlan& plan, Pipeline& pipeline, Communicator* comm,
@@ -64,7 +69,7 @@ std::unique_ptr<ParameterShards> build_parameter_shards(const RunPlan& plan, Pip
   if (plan.hf_export.enabled)
     throw usage_failure("[distributed] shard = \"parameters\" with [export]: no rank holds the whole model between "
                         "steps; drop [export] and run `host export` on a checkpoint");
-  return std::make_unique<ParameterShards>(pipeline.model.params(), pipeline.flat, *comm,
+  return std::make_unique<ParameterShards>(dense_params(pipeline.model.params()), pipeline.flat, *comm,
                                            pipeline.model.component().name);
 }
 

@@ -41,6 +41,10 @@ struct OwnedSlice {
   int64_t start = 0, length = 0;
 };
 
+// min(1, max_norm / norm) as a tensor on norm's device (no host sync): the factor that clips
+// gradients of global norm `norm` to at most max_norm.
+at::Tensor clip_factor(const at::Tensor& norm, double max_norm);
+
 class FlatParams {
  public:
   // Rebinds every parameter's storage (set_data) to a view of the flat buffer of its dtype

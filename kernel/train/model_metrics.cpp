@@ -1,11 +1,18 @@
 #include "train/model_metrics.hpp"
 
 #include "base/failure.hpp"
+#include "train/exact_auc.hpp"
 
 namespace loom {
 
 void ModelMetrics::add(const std::vector<ReportedMetric>& reported, const at::Tensor& units) {
   for (const ReportedMetric& m : reported) {
+    if ((m.reduction == LOOM_METRIC_REDUCTION_ROC_AUC) != (pairs_.count(m.name) > 0) && (sums_.count(m.name) || pairs_.count(m.name)))
+      throw runtime_failure("model metric \"" + m.name + "\" was reported with two different reductions");
+    if (m.reduction == LOOM_METRIC_REDUCTION_ROC_AUC) {
+      pairs_[m.name].push_back(m.value);
+      continue;
+    }
     auto [it, fresh] = sums_.try_emplace(m.name, Sum{m.reduction, {}, {}});
     Sum& sum = it->second;
     if (sum.reduction != m.reduction)
@@ -25,6 +32,12 @@ void ModelMetrics::add(const std::vector<ReportedMetric>& reported, const at::Te
 
 MetricList ModelMetrics::finish(Communicator* comm, int64_t steps) {
   MetricList out;
+  for (auto& [name, rows] : pairs_) {  // every rank's pairs, so the AUC is the whole window's
+    at::Tensor all = at::cat(rows).to(at::kCPU);
+    if (comm) all = comm->allgather_rows(all);
+    out.emplace_back(name, exact_roc_auc(all));
+  }
+  pairs_.clear();
   if (sums_.empty()) return out;
   // Two vectors: what ranks add up, and what they take the largest of.
   std::vector<at::Tensor> added, largest;

@@ -22,7 +22,7 @@ class ModelMetrics {
   // At a log step: reduces over the ranks (comm may be null), reads every value with one copy
   // to the host, and starts a new window. steps: the optimizer steps in the window.
   MetricList finish(Communicator* comm, int64_t steps);
-  bool empty() const { return sums_.empty(); }
+  bool empty() const { return sums_.empty() && pairs_.empty(); }
 
  private:
   struct Sum {
@@ -31,6 +31,7 @@ class ModelMetrics {
     at::Tensor weight;  // MEAN: sum of units
   };
   std::map<std::string, Sum> sums_;  // by name, so every rank reduces them in the same order
+  std::map<std::string, std::vector<at::Tensor>> pairs_;  // ROC AUC: every (score, label) row of the window
 };
 
 }  // namespace loom

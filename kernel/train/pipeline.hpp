@@ -12,6 +12,7 @@
 #include "abi/compute_components.hpp"
 #include "train/flat_params.hpp"
 #include "train/init_weights.hpp"
+#include "train/sparse_tables.hpp"
 #include "train/run_plan.hpp"
 #include "abi/observer_components.hpp"
 
@@ -42,8 +43,10 @@ struct Pipeline {
   DatasetInstance data;  // first: with run.epochs, its epoch length sets the run's total steps
   int64_t steps;         // the run's optimizer steps (total_steps above)
   ModelInstance model;
-  FlatParams flat;  // rebinds the model's parameters; the optimizer sees its buffers
+  FlatParams flat;  // rebinds the model's dense parameters; the optimizer sees its buffers
+  SparseTables sparse;  // the model's row-sparse tables (ABI 1.7), outside the flat buffers
   OptimizerInstance optimizer;
+  std::unique_ptr<OptimizerInstance> sparse_optimizer;  // [sparse_optimizer]: null without sparse tables
   ScheduleInstance schedule;
   std::unique_ptr<DatasetInstance> eval_data;             // null without [eval_data]
   std::unique_ptr<CheckpointBackendInstance> checkpoint;  // null without [checkpoint]
@@ -55,10 +58,12 @@ struct Pipeline {
         steps(total_steps(c, data)),
         model(c.model, with_total_steps(context, steps)),
         // init_from fills the parameters before the flat buffers take them over
-        flat((init_model_weights(model, c.model_init, c.registry), model.params()),
+        flat((init_model_weights(model, c.model_init, c.registry), dense_params(model.params())),
              ShardSpec{shard_mode_from_name(c.distributed.shard), context.rank, context.world_size}),
+        sparse(sparse_params(model.params()), model.component().name),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),
         schedule(c.schedule, with_total_steps(context, steps)) {
+    make_sparse_optimizer(c, with_total_steps(context, steps));
     // Before ABI 1.5 an optimizer cannot say which state follows its slice, and a sharded
     // checkpoint would keep only rank 0's.
     if (flat.sharded() && optimizer.component().plugin && optimizer.component().plugin->abi_minor < 5 &&
@@ -86,6 +91,31 @@ struct Pipeline {
       }
     }
     for (const auto& slot : c.hooks) hooks.emplace_back(slot, run);
+  }
+
+ private:
+  // Sparse tables and [sparse_optimizer] come together, and stay whole on every rank.
+  void make_sparse_optimizer(const RunPlan& c, const RunContext& run) {
+    const std::string model_name = model.component().name;
+    if (sparse.empty()) {
+      if (c.sparse_optimizer.component)
+        throw usage_failure("[sparse_optimizer] " + c.sparse_optimizer.component->name + ": model " + model_name +
+                            " has no sparse tables (LOOM_PARAM_FLAG_SPARSE_ROWS) to update; remove [sparse_optimizer]");
+      return;
+    }
+    if (!c.sparse_optimizer.component)
+      throw usage_failure("model " + model_name + " has " + std::to_string(sparse.abi().sparse_table_count) +
+                          " sparse tables (\"" + sparse.abi().sparse_tables[0]->name +
+                          "\", ...), which only a sparse optimizer updates; add [sparse_optimizer] with use = "
+                          "\"rowwise_adagrad\" or \"lazy_adam\"");
+    if (flat.sharded())
+      throw usage_failure("[distributed] shard = \"" + c.distributed.shard + "\": model " + model_name +
+                          " has sparse tables, which every rank keeps whole; use shard = \"none\"");
+    sparse_optimizer = std::make_unique<OptimizerInstance>(c.sparse_optimizer, run, sparse.abi());
+    if (!sparse_optimizer->has_sparse_step())
+      throw usage_failure("[sparse_optimizer] " + c.sparse_optimizer.component->name +
+                          " has no sparse_step (ABI 1.7): it updates dense buffers only; name it in [optimizer] and "
+                          "use rowwise_adagrad or lazy_adam here");
   }
 };
 

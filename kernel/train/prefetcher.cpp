@@ -18,6 +18,7 @@ Prefetcher::~Prefetcher() {
 
 void Prefetcher::produce() {
   enter_background_thread();
+  Batch data_end;  // once a finite stream has ended, the queue repeats its end instead of asking again
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -25,8 +26,9 @@ void Prefetcher::produce() {
       if (stop_) return;
     }
     try {
-      Batch batch = dataset_.next();  // outside the lock: the consumer keeps going meanwhile
-      if (device_.is_cuda() && !batch.end_of_epoch) {  // page-locked memory lets the copy overlap compute
+      Batch batch = data_end.end_of_data ? data_end : dataset_.next();  // outside the lock: the consumer keeps going
+      if (batch.end_of_data) data_end = batch;
+      if (device_.is_cuda() && !batch.end_of_epoch && !batch.end_of_data) {  // page-locked memory lets the copy overlap compute
         batch.inputs = batch.inputs.pin_memory().to(device_, /*non_blocking=*/true);
         batch.targets = batch.targets.pin_memory().to(device_, /*non_blocking=*/true);
         for (auto& field : batch.fields) field.second = field.second.pin_memory().to(device_, /*non_blocking=*/true);
@@ -53,6 +55,25 @@ Batch Prefetcher::pop() {
   }
   changed_.notify_all();  // after unlocking: the producer wakes to a free mutex
   return batch;
+}
+
+bool Prefetcher::data_ends_next() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto decisive = [&] {
+    for (const Batch& b : queue_)
+      if (!b.end_of_epoch) return true;
+    return false;
+  };
+  changed_.wait(lock, [&] { return failure_ != nullptr || queue_.size() >= depth_ || decisive(); });
+  for (const Batch& b : queue_)
+    if (!b.end_of_epoch) return b.end_of_data;
+  return false;
+}
+
+bool Prefetcher::front_is_epoch_end() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return failure_ != nullptr || !queue_.empty(); });
+  return !queue_.empty() && queue_.front().end_of_epoch;
 }
 
 }  // namespace loom

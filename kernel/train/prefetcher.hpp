@@ -23,6 +23,12 @@ class Prefetcher {
 
   // The next batch; rethrows what the producer failed with.
   Batch pop();
+  // Whether the next batch that is not an epoch end is the end of the data (ABI 1.7): waits
+  // until the queue shows it. False when the producer failed (pop() then rethrows) or when the
+  // queue is full of epoch ends (the step that draws on finds out).
+  bool data_ends_next();
+  // Whether the next batch pop() returns is an epoch end; waits for it (false on failure).
+  bool front_is_epoch_end();
 
  private:
   void produce();

@@ -73,6 +73,8 @@ struct RunPlan {
   ModelInitSettings model_init;
   ExportSettings hf_export;
   SlotConfig model, data, optimizer, schedule;
+  SlotConfig sparse_optimizer;          // component null without [sparse_optimizer]: updates the
+                                        // model's sparse tables (LOOM_PARAM_FLAG_SPARSE_ROWS)
   SlotConfig checkpoint_backend;        // component null without [checkpoint]
   SlotConfig eval_data;                 // component null without [eval_data]; read when a hook
                                         // requests evaluation

@@ -19,6 +19,7 @@ namespace loom {
 namespace {
 
 constexpr int kMetadataVersion = 1;
+const std::string kSparseOptimizerPrefix = "sparse_optimizer/";
 
 at::Tensor cpu_copy(const at::Tensor& t) {
   return t.detach().to(at::kCPU, t.scalar_type(), /*non_blocking=*/false, /*copy=*/true).contiguous();
@@ -145,6 +146,9 @@ Snapshot capture_snapshot(Pipeline& p, const Progress& progress, const std::vect
   s.step = progress.step;
   for (const ModelParam& param : p.model.params()) s.tensors.emplace_back("model/" + param.name, cpu_copy(*param.tensor));
   for (const auto& st : p.optimizer.state()) s.tensors.emplace_back("optimizer/" + st.name, cpu_copy(*st.tensor));
+  if (p.sparse_optimizer)  // per-row state, the same on every rank
+    for (const auto& st : p.sparse_optimizer->state())
+      s.tensors.emplace_back(kSparseOptimizerPrefix + st.name, cpu_copy(*st.tensor));
   add_run_state(s, p, data_states);
   s.metadata_json = run_metadata(progress, data_states.size(), resolved_manifest).dump();
   return s;
@@ -265,7 +269,7 @@ void check_all_claimed(Pipeline& p, const LoadedCheckpoint& loaded, const std::s
 
 void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::string& origin, const RestoreRules& rules) {
   if (!rules.allow_nonfinite) {
-    const std::vector<std::string> bad = nonfinite_tensors(loaded, {"model/", "optimizer/"});
+    const std::vector<std::string> bad = nonfinite_tensors(loaded, {"model/", "optimizer/", kSparseOptimizerPrefix});
     if (!bad.empty())
       throw usage_failure(origin + ": NaN or infinite values in " + first_names(bad) +
                           "; resume from an earlier checkpoint, or set [checkpoint] allow_nonfinite = true to load "
@@ -293,6 +297,12 @@ void restore_tensors(Pipeline& p, const LoadedCheckpoint& loaded, const std::str
                             std::to_string(group_numel) + " parameters in this run; resume with the manifest that wrote it");
     copy_into(*st.tensor, saved.narrow(0, slice.start, slice.length), name, origin);
   }
+  if (p.sparse_optimizer)
+    for (const auto& st : p.sparse_optimizer->state()) {
+      const std::string name = kSparseOptimizerPrefix + st.name;
+      claimed.insert(name);
+      copy_into(*st.tensor, require(loaded, name, origin), name, origin);
+    }
   check_all_claimed(p, loaded, claimed, origin, rules.allow_unclaimed);
   {
     at::Generator gen = at::detail::getDefaultCPUGenerator();

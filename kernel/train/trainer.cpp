@@ -59,8 +59,13 @@ class Trainer {
     if (plan.hf_export.enabled && env.rank == 0)
       exporter_ = std::make_unique<PeriodicExport>(plan.hf_export, run_dir, p_->model);
     spdlog::info("model {}: {} parameters; data {}; optimizer {}; schedule {}", p_->model.component().name,
-                 p_->flat.numel(), p_->data.component().name, p_->optimizer.component().name,
+                 p_->flat.numel() + p_->sparse.numel(), p_->data.component().name, p_->optimizer.component().name,
                  p_->schedule.component().name);
+    if (p_->sparse_optimizer)
+      spdlog::info("{} sparse tables ({} rows of parameters, {:.1f} MiB) outside the flat buffers, updated by "
+                   "[sparse_optimizer] {} on the rows each step touches",
+                   p_->sparse.abi().sparse_table_count, p_->sparse.numel(),
+                   static_cast<double>(p_->sparse.bytes()) / (1 << 20), p_->sparse_optimizer->component().name);
     log_state_bytes();
     mfu_ = build_mfu_baseline(p_->model, settings_, device_);
     data_source_ = "[data] " + p_->data.component().name;
@@ -90,8 +95,9 @@ class Trainer {
       bool stop = fire(LOOM_EVENT_TRAIN_BEGIN).request_stop != 0;
       while (!stop && progress_.step < progress_.total_steps) {
         const loom_control requests = train_step(prefetch);
+        if (data_ran_out_) break;  // mid-step: see train_step
         progress_.elapsed_s = elapsed_before + seconds_since(started);
-        stop = end_of_step(requests);
+        stop = end_of_step(requests, prefetch);
       }
       if (settings_.epochs > 0 && !stop) finish_last_epoch(prefetch);
       if (checkpoints_ && plan_.checkpoint.at_end && last_saved_step_ != progress_.step) save();
@@ -149,6 +155,9 @@ class Trainer {
     }
     if (shards_) params = shards_->resident_param_bytes();
     for (const auto& st : p_->optimizer.state()) state += static_cast<int64_t>(st.tensor->nbytes());
+    params += p_->sparse.bytes();
+    if (p_->sparse_optimizer)
+      for (const auto& st : p_->sparse_optimizer->state()) state += static_cast<int64_t>(st.tensor->nbytes());
     const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
     spdlog::info("held per rank between steps: parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer state {:.1f} MiB "
                  "(shard {}, {} rank{})",
@@ -166,18 +175,31 @@ class Trainer {
     const auto data_started = Clock::now();
     epoch_ended_ = false;
     std::vector<Batch> batches{next_batch(prefetch, requests)};
+    bool ran_out = batches.front().end_of_data;
     int64_t tokens = batches.front().tokens;
-    for (int64_t i = 1, n = micro_batches_per_step(batches.front()); i < n; ++i) {
+    for (int64_t i = 1, n = ran_out ? 1 : micro_batches_per_step(batches.front()); i < n && !ran_out; ++i) {
       batches.push_back(next_batch(prefetch, requests));
+      ran_out = batches.back().end_of_data;
       tokens += batches.back().tokens;
     }
     window_.add_data_seconds(seconds_since(data_started));
-    data_state_ = batches.back().data_state;
-    if (comm_) {  // the global count, so every token weighs the same on every rank
-      at::Tensor global = at::full({1}, tokens, at::kLong);
+    if (comm_) {  // the global count, so every token weighs the same on every rank; and whether any rank ran out
+      at::Tensor global = at::tensor({tokens, static_cast<int64_t>(ran_out)}, at::kLong);
       comm_->allreduce_sum(global);
-      tokens = global.item<int64_t>();
+      tokens = global[0].item<int64_t>();
+      ran_out = global[1].item<int64_t>() > 0;
     }
+    if (ran_out) {  // end_of_step normally sees this coming (not on resume, nor inside a step's micro-batches)
+      if (batches.size() == 1)
+        spdlog::info("the data has no batch left for step {}{}; the run ends at step {}", step,
+                     batches.front().end_of_data ? "" : " on another rank", progress_.step);
+      else
+        spdlog::warn("the data ran out while drawing the micro-batches of step {} (grad_accum {}); that step is "
+                     "dropped and the run ends at step {}", step, batches.size(), progress_.step);
+      data_ran_out_ = true;
+      return requests;
+    }
+    data_state_ = batches.back().data_state;
 
     // 2. Forward and backward; every token weighs the same across micro-batches.
     p_->flat.zero_grad();
@@ -209,25 +231,39 @@ class Trainer {
       overlap_sum_ += grad_sync_->finish();
       comm_->allreduce_sum(loss_total);
     }
+    if (p_->sparse_optimizer) p_->sparse.collect(comm_.get());  // (row, value) pairs, summed across ranks
     if (units_total.defined()) {  // the model's units: rescale what was divided by tokens
       if (comm_) comm_->allreduce_sum(units_total);
       const at::Tensor correction = static_cast<double>(std::max<int64_t>(tokens, 1)) / units_total;
       p_->flat.scale_grads(correction);
+      p_->sparse.scale(correction);
       loss_total = loss_total * correction.to(loss_total.scalar_type());
     }
-    const at::Tensor norm = grad_sync_ ? grad_sync_->grad_norm() : p_->flat.grad_norm();
+    at::Tensor norm = grad_sync_ ? grad_sync_->grad_norm() : p_->flat.grad_norm();
+    if (const at::Tensor sparse_squares = p_->sparse.square_sum(); sparse_squares.defined())
+      norm = (norm.to(at::kFloat).square() + sparse_squares.to(norm.device())).sqrt();
     const at::Tensor stats = at::stack({loss_total * scale, norm.to(loss_total.dtype())}).to(at::kCPU, at::kDouble);
     progress_.loss = stats[0].item<double>();
     progress_.grad_norm = stats[1].item<double>();
     merge_control(requests, fire(LOOM_EVENT_AFTER_BACKWARD));
 
     // 4. Clip, schedule, let hooks veto, step.
-    if (settings_.clip_grad_norm > 0) p_->flat.clip(norm, settings_.clip_grad_norm);
-    progress_.lr = p_->optimizer.base_lr() * p_->schedule.factor(step);
+    if (settings_.clip_grad_norm > 0) {
+      const at::Tensor factor = clip_factor(norm, settings_.clip_grad_norm);
+      p_->flat.scale_grads(factor);
+      p_->sparse.scale(factor);
+    }
+    const double schedule_factor = p_->schedule.factor(step);
+    progress_.lr = p_->optimizer.base_lr() * schedule_factor;
     const loom_control veto = fire(LOOM_EVENT_BEFORE_OPTIMIZER_STEP);
     merge_control(requests, veto);
-    if (veto.skip_step) ++summary_.skipped_steps;
-    else p_->optimizer.step(progress_.lr, step);
+    if (veto.skip_step) {
+      ++summary_.skipped_steps;
+    } else {
+      p_->optimizer.step(progress_.lr, step);
+      if (p_->sparse_optimizer)
+        p_->sparse_optimizer->sparse_step(p_->sparse_optimizer->base_lr() * schedule_factor, step, p_->sparse.grads());
+    }
     if (grad_sync_) grad_sync_->gather_params();  // sharded: each rank updated only its slice
     if (shards_) shards_->after_step();
 
@@ -256,6 +292,22 @@ class Trainer {
       b = prefetch.pop();
     }
     return b;
+  }
+
+  // The data ends after this step (on this rank or another): the window ends still queued
+  // here fire epoch_end (evaluation after the last window), and the run stops.
+  loom_control finish_data(Prefetcher& prefetch) {
+    loom_control requests{};
+    requests.struct_size = sizeof(requests);
+    while (prefetch.front_is_epoch_end()) {  // stops at a real batch: another rank's data ended, not this one's
+      const Batch b = prefetch.pop();
+      data_state_ = b.data_state;
+      merge_control(requests, fire(LOOM_EVENT_EPOCH_END));
+      progress_.epoch += 1;
+    }
+    spdlog::info("the data has no batch left after step {}{}; the run ends here", progress_.step,
+                 comm_ ? " on at least one rank" : "");
+    return requests;
   }
 
   // A run by epochs has drawn its last epoch's last batch; the dataset's end of that epoch
@@ -299,16 +351,18 @@ class Trainer {
 
   // After each step: what the hooks asked for and the signals received, agreed across ranks,
   // in a fixed order: roll back, evaluate, log, save. Returns whether the run stops.
-  bool end_of_step(loom_control requests) {
+  bool end_of_step(loom_control requests, Prefetcher& prefetch) {
     bool signalled = SignalWatch::requested() != 0;
     bool epoch_save = plan_.checkpoint.every_epoch && epoch_ended_;
-    if (comm_) agree(requests, signalled, epoch_save);  // every rank takes the same branches below
+    bool data_ends = prefetch.data_ends_next();  // a finite stream (ABI 1.7) has no batch for another step
+    if (comm_) agree(requests, signalled, epoch_save, data_ends);  // every rank takes the same branches below
     if (requests.request_rollback) {
       roll_back();
       return false;
     }
     const int64_t step = progress_.step;
-    bool stop = requests.request_stop || signalled;
+    if (data_ends) merge_control(requests, finish_data(prefetch));
+    bool stop = requests.request_stop || signalled || data_ends;
     if (requests.request_eval) stop |= evaluate();
     if (step % settings_.log_every == 0 || step == progress_.total_steps || stop) stop |= log();
     else if (!eval_metrics_.empty()) log_to_trackers(eval_metrics_);
@@ -342,8 +396,8 @@ class Trainer {
     } else {
       spdlog::warn("rolled back from step {} to {}; the data goes on with new batches", progress_.step,
                    restored.step);
-      last_saved_step_ = restored.step;
     }
+    last_saved_step_ = restored.step;  // that checkpoint exists: ending here saves nothing new
     progress_.step = restored.step;
     progress_.tokens = restored.tokens;
     for (auto& tracker : p_->trackers) tracker.resume(progress_.step);  // drop what the lost steps logged
@@ -393,8 +447,11 @@ class Trainer {
     if (shards_) shards_->gather_root();
     eval_metrics_ = evaluator_->run(p_->model);
     if (shards_) shards_->release_all();
-    spdlog::info("eval at step {}: loss {:.4f}, perplexity {:.2f}", progress_.step, eval_metrics_[0].second,
-                 eval_metrics_[1].second);
+    std::string reported;  // what the model reported beyond the loss (eval_auc, ...)
+    for (size_t i = 3; i < eval_metrics_.size(); ++i)
+      reported += fmt::format(", {} {:.4f}", eval_metrics_[i].first.substr(5), eval_metrics_[i].second);
+    spdlog::info("eval at step {}: loss {:.4f}, perplexity {:.2f}{}", progress_.step, eval_metrics_[0].second,
+                 eval_metrics_[1].second, reported);
     const MetricsView view(progress_.step, eval_metrics_);
     return fire(LOOM_EVENT_EVAL_END, view.get()).request_stop != 0;
   }
@@ -446,10 +503,10 @@ class Trainer {
   }
 
   // Ranks act on the union of their requests and signals, so none is left waiting alone.
-  void agree(loom_control& requests, bool& signalled, bool& epoch_save) {
+  void agree(loom_control& requests, bool& signalled, bool& epoch_save, bool& data_ends) {
     at::Tensor flags = at::tensor({requests.request_stop, requests.request_save, requests.request_eval,
                                    requests.request_rollback, static_cast<int32_t>(signalled),
-                                   static_cast<int32_t>(epoch_save)},
+                                   static_cast<int32_t>(epoch_save), static_cast<int32_t>(data_ends)},
                                   at::kInt);
     comm_->allreduce_max(flags);
     requests.request_stop = flags[0].item<int32_t>();
@@ -458,6 +515,7 @@ class Trainer {
     requests.request_rollback = flags[3].item<int32_t>();
     signalled = flags[4].item<int32_t>() != 0;
     epoch_save = flags[5].item<int32_t>() != 0;
+    data_ends = flags[6].item<int32_t>() != 0;
   }
 
   loom_control fire(loom_event event, const loom_metrics* metrics = nullptr) {
@@ -488,6 +546,7 @@ class Trainer {
   int64_t last_saved_step_ = -1;
   LogWindow window_;
   bool epoch_ended_ = false;    // an epoch ended during the current step
+  bool data_ran_out_ = false;   // a finite stream ended inside a step (ABI 1.7)
   int64_t derived_accum_ = 0;   // from run.global_batch_size, once the first batch showed its rows
   ModelMetrics model_metrics_;  // what the model reported since the last log
   double overlap_sum_ = 0;     // fraction of buckets started during backward, summed over the window

@@ -16,8 +16,10 @@ namespace {
 
 const std::vector<std::string> kTorchFree = {"synthetic", "token_file", "text",      "constant",    "warmup_cosine",
                                              "console",   "jsonl",      "nan_guard", "safetensors", "sqlite",
-                                             "eval",      "early_stop", "csv",       "tensorboard", "sft"};
-const std::vector<std::string> kTorchLinked = {"mlp_lm", "gpt", "sgd", "adamw", "torch_pickle", "profiler"};
+                                             "eval",      "early_stop", "csv",       "tensorboard", "sft",
+                                             "criteo_tsv"};
+const std::vector<std::string> kTorchLinked = {"mlp_lm", "gpt",      "sgd",  "adamw",      "torch_pickle",
+                                               "profiler", "dlrm", "sparse_rows"};
 // Torch-free on CPU-only LibTorch; linked only when LibTorch has CUDA, for the CUDA caching
 // allocator's statistics (libc10_cuda).
 const std::vector<std::string> kTorchLinkedWithCuda = {"memory_monitor"};

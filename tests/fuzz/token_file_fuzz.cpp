@@ -19,35 +19,13 @@
 
 #include "data_error.hpp"
 #include "fuzz_support.hpp"
-#include "standin_host.hpp"
+#include "linked_dataset.hpp"
 #include "token_file_format.hpp"
-
-extern "C" const loom_plugin_info* loom_plugin_init(const loom_host_api* host);
-
-struct loom_registry {
-  const loom_component* dataset = nullptr;  // token_file, once registered
-};
 
 namespace {
 
-void quiet_log(loom_log_level, const char*, const char*) {}
-loom_status* add_component(loom_registry* r, const loom_component* c) {
-  if (c->kind == LOOM_KIND_DATASET && std::strcmp(c->name, "token_file") == 0) r->dataset = c;
-  return nullptr;
-}
-const loom_host_api kHost = loom_standin::host_api(&quiet_log, &add_component);
-
 const loom_dataset_vtable& vtable() {
-  static const loom_dataset_vtable vt = [] {
-    const loom_plugin_info* info = loom_plugin_init(&kHost);
-    loom_registry registry;
-    if (info == nullptr || info->register_components(&registry) != nullptr || registry.dataset == nullptr)
-      loom_fuzz::finding("the token_file plugin did not register its dataset");
-    loom_dataset_vtable out{};
-    std::memcpy(&out, registry.dataset->vtable,
-                std::min(sizeof out, *static_cast<const size_t*>(registry.dataset->vtable)));
-    return out;
-  }();
+  static const loom_dataset_vtable vt = loom_fuzz::linked_dataset_vtable("token_file");
   return vt;
 }
 

@@ -20,6 +20,8 @@
  * end of epoch. 1.3 model logits and hugging_face. 1.4 model decode (a key/value cache).
  * 1.5 sharding: loom_state_tensor.elementwise_group, loom_optimizer_vtable.requirements,
  * LOOM_PARAM_FLAG_PARTIAL; the model's units (loom_param_view.unit, host unit_boundary).
+ * 1.6 tracker finish. 1.7 sparse tables (LOOM_PARAM_FLAG_SPARSE_ROWS, loom_sparse_table,
+ * optimizer sparse_step), LOOM_METRIC_REDUCTION_ROC_AUC, loom_batch.end_of_data.
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -55,7 +57,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 6
+#define LOOM_ABI_MINOR 7
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"

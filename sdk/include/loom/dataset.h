@@ -49,6 +49,11 @@ typedef struct loom_batch {
      fields, when this epoch has no batch left; the host then fires epoch_end and epoch_begin
      and calls next again for the first batch of the next epoch. Endless datasets never set it. */
   int32_t end_of_epoch;
+  /* (ABI 1.7) out; 0 on entry. A finite stream sets it to 1, giving no tensors, when it has no
+     batch left at all (a stream of windows that ends; an epoch never restarts). The run then
+     stops before the step that needed the batch, on every rank at the same step: when one
+     rank's data runs out, all ranks end there. Endless and epoch-looping datasets never set it. */
+  int32_t end_of_data;
 } loom_batch;
 
 /* (ABI 1.2) What a dataset knows of itself; the host fills struct_size, the dataset the rest. */
@@ -75,6 +80,7 @@ typedef struct loom_dataset_vtable {
 LOOM_ABI_OFFSET(loom_batch, targets, 2);
 LOOM_ABI_OFFSET(loom_batch, add_field, 4);
 LOOM_ABI_OFFSET(loom_batch, end_of_epoch, 5);
+LOOM_ABI_OFFSET_BYTES(loom_batch, end_of_data, 44);
 LOOM_ABI_OFFSET(loom_dataset_vtable, next, 3);
 LOOM_ABI_OFFSET(loom_dataset_vtable, state_load, 5);
 LOOM_ABI_OFFSET(loom_dataset_vtable, info, 6);

@@ -34,12 +34,20 @@ class Dataset {
     DLManagedTensor* targets;  // int64 (B, T); ownership passes to the host
     std::vector<Field> fields = {};  // (ABI 1.2) the batch's other named fields, in order
     bool end_of_epoch = false;       // (ABI 1.2) see epoch_end()
+    bool end_of_data = false;        // (ABI 1.7) see data_end()
   };
   // (ABI 1.2) What a finite dataset's next() returns, once, when the epoch has no batch left:
   // no tensors, the end of the epoch. The next call starts the next epoch.
   static Batch epoch_end() {
     Batch b{nullptr, nullptr};
     b.end_of_epoch = true;
+    return b;
+  }
+  // (ABI 1.7) What a finite stream's next() returns when it has no batch left at all: the run
+  // stops there (on every rank). A host older than 1.7 cannot stop, so it gets a failure.
+  static Batch data_end() {
+    Batch b{nullptr, nullptr};
+    b.end_of_data = true;
     return b;
   }
   static constexpr loom_kind kind = LOOM_KIND_DATASET;
@@ -70,6 +78,15 @@ inline loom_status* dataset_next(Dataset& dataset, loom_batch* out) {
     if (loom_status* failed = guard([&] { b = dataset.next(); })) return failed;
   } while (b.end_of_epoch && !host_takes_epochs);
   loom_batch filled = read_in(out);  // keeps the host's fields and add_field
+  if (b.end_of_data) {
+    if (out->struct_size < offsetof(loom_batch, end_of_data) + sizeof(int32_t))
+      return host().status_create(LOOM_STATUS_CODE_OUT_OF_RANGE,
+                                  "the data has no batch left, and this host (before Loom ABI 1.7) cannot end a run "
+                                  "there; set run.steps within the data or update the host");
+    filled.end_of_data = 1;
+    write_out(out, filled);
+    return nullptr;
+  }
   if (b.end_of_epoch) {
     filled.end_of_epoch = 1;
     write_out(out, filled);

@@ -18,6 +18,12 @@ extern "C" {
 typedef struct loom_model loom_model; /* plugin-defined */
 
 #define LOOM_PARAM_FLAG_NO_DECAY 1u /* norms, biases, embeddings the author exempts */
+/* (ABI 1.7) A table [rows, dim] whose gradient is row-sparse: the model reads it only through
+   lookups that produce sparse gradients (at::embedding_bag or at::embedding with sparse=true).
+   The host keeps it out of the flat buffers, sums its gradient across ranks as (row, value)
+   pairs, and hands the touched rows to the [sparse_optimizer], so a step costs in proportion
+   to the rows it touched, not the table's size. */
+#define LOOM_PARAM_FLAG_SPARSE_ROWS 2u
 
 typedef struct loom_param_view {
   size_t struct_size;       /* set by the host to its sizeof; write only fields inside it */
@@ -62,11 +68,17 @@ typedef enum loom_metric_reduction {
   LOOM_METRIC_REDUCTION_SUM = 0,  /* summed over micro-batches and ranks; logged per step (the
                                      window's mean of those sums) */
   LOOM_METRIC_REDUCTION_MEAN = 1, /* mean weighted by each micro-batch's units */
-  LOOM_METRIC_REDUCTION_MAX = 2   /* the largest value seen */
+  LOOM_METRIC_REDUCTION_MAX = 2,  /* the largest value seen */
+  /* (ABI 1.7) value: float [N, 2], one (score, label) row per sample, label 0 or 1. The host
+     keeps every row of the log window (or of the whole evaluation) from every micro-batch and
+     rank and logs the exact area under the ROC curve over all of them (tied scores count one
+     half), not a mean of per-batch values. */
+  LOOM_METRIC_REDUCTION_ROC_AUC = 3
 } loom_metric_reduction;
 
 /* (ABI 1.2) Reports one named scalar for this micro-batch. name: borrowed for the call, lower
-   snake case; value: borrowed for the call, a one-element tensor on the run device (the host
+   snake case; value: borrowed for the call, a one-element tensor on the run device (float
+   [N, 2] for LOOM_METRIC_REDUCTION_ROC_AUC) (the host
    copies it and reads it only on log steps, so reporting costs no host sync). */
 typedef loom_status* (*loom_report_metric_fn)(void* metrics, const char* name, const loom_torch_tensor* value,
                                               loom_metric_reduction reduction);

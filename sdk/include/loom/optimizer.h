@@ -46,11 +46,41 @@ typedef struct loom_param_group {
   size_t segment_count;
 } loom_param_group;
 
+/* (ABI 1.7) One sparse table: a model parameter flagged LOOM_PARAM_FLAG_SPARSE_ROWS. */
+typedef struct loom_sparse_table {
+  size_t struct_size;
+  const char* name;          /* owned by the host; valid for the optimizer's life */
+  loom_torch_tensor* weight; /* owned by the model; [rows, dim], contiguous; update touched rows in place */
+} loom_sparse_table;
+
 typedef struct loom_param_groups {
   size_t struct_size;
   const loom_param_group* const* groups; /* owned by the host; valid for the optimizer's life */
   size_t group_count;
+  /* (ABI 1.7) The sparse tables, for an optimizer named in [sparse_optimizer]; NULL and 0 for
+     the dense [optimizer] (which then has no sparse tables to update). */
+  const loom_sparse_table* const* sparse_tables;
+  size_t sparse_table_count;
 } loom_param_groups;
+
+/* (ABI 1.7) The rows of one table this step touched, with their summed gradient. */
+typedef struct loom_sparse_grad {
+  size_t struct_size;
+  size_t table;                     /* index into loom_param_groups.sparse_tables */
+  const loom_torch_tensor* rows;    /* borrowed for the call; int64 [n], unique, ascending */
+  const loom_torch_tensor* values;  /* borrowed for the call; [n, dim], the weight's dtype and
+                                       device: already summed over micro-batches and ranks,
+                                       normalized and clipped like the dense gradients */
+} loom_sparse_grad;
+
+/* (ABI 1.7) Arguments of sparse_step: one entry per table that has touched rows. */
+typedef struct loom_sparse_step_args {
+  size_t struct_size;
+  double lr;     /* this step's learning rate: the optimizer's "lr" times the schedule's factor */
+  int64_t step;  /* 1-based number of this optimizer step */
+  const loom_sparse_grad* const* grads; /* borrowed for the call */
+  size_t grad_count;
+} loom_sparse_step_args;
 
 typedef struct loom_optimizer_step_args {
   size_t struct_size;
@@ -84,6 +114,11 @@ typedef struct loom_optimizer_vtable {
   loom_status* (*state_get)(loom_optimizer* optimizer, size_t index, loom_state_tensor* out);
   /* ABI 1.5: LOOM_OPTIMIZER_NEEDS_WHOLE_TENSORS or 0 (absent: 0) */
   uint64_t requirements;
+  /* (ABI 1.7) Optional: updates only the rows each table's gradient touched; rows not listed
+     must stay bit-identical. An optimizer with sparse_step can be named in [sparse_optimizer];
+     there the host calls sparse_step and never step. Its per-row state (state_get) holds the
+     same values on every rank: the host gives every rank the same summed rows. */
+  loom_status* (*sparse_step)(loom_optimizer* optimizer, const loom_sparse_step_args* args);
 } loom_optimizer_vtable;
 
 LOOM_ABI_OFFSET(loom_param_segment, shape, 5);
@@ -93,6 +128,11 @@ LOOM_ABI_OFFSET(loom_optimizer_vtable, step, 3);
 LOOM_ABI_OFFSET(loom_optimizer_vtable, state_get, 5);
 LOOM_ABI_OFFSET(loom_optimizer_vtable, requirements, 6);
 LOOM_ABI_OFFSET(loom_state_tensor, elementwise_group, 3);
+LOOM_ABI_OFFSET(loom_optimizer_vtable, sparse_step, 7);
+LOOM_ABI_OFFSET(loom_param_groups, sparse_table_count, 4);
+LOOM_ABI_OFFSET(loom_sparse_table, weight, 2);
+LOOM_ABI_OFFSET(loom_sparse_grad, values, 3);
+LOOM_ABI_OFFSET(loom_sparse_step_args, grad_count, 4);
 
 #ifdef __cplusplus
 }

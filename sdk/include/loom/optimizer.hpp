@@ -10,9 +10,13 @@
 //       for (auto& g : groups_) g.params.add_(g.grads, -lr);
 //     }
 //   };
+//
+// A sparse optimizer (ABI 1.7, named in [sparse_optimizer]) derives from loom::SparseOptimizer
+// instead: it gets the model's sparse tables and, each step, the rows they touched.
 #pragma once
 
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -78,6 +82,35 @@ class Optimizer {
   friend struct OptimizerGlue;
 };
 
+// (ABI 1.7) For [sparse_optimizer]: updates only the rows each step touched of the model's
+// tables flagged LOOM_PARAM_FLAG_SPARSE_ROWS, keeping the rows it was not given bit-identical.
+// The constructor takes (const Config&, const Context&, Tables). Per-row state goes to
+// add_state (the same on every rank: every rank gets the same summed rows).
+class SparseOptimizer : public Optimizer {
+ public:
+  struct Table {
+    std::string name;
+    at::Tensor weight;  // [rows, dim], the model's own tensor: update rows in place
+  };
+  using Tables = std::vector<Table>;
+  struct RowGrad {
+    size_t table;       // index into tables_
+    at::Tensor rows;    // int64 [n], unique, ascending
+    at::Tensor values;  // [n, dim], summed over micro-batches and ranks, normalized and clipped
+  };
+  explicit SparseOptimizer(Tables tables) : Optimizer({}), tables_(std::move(tables)) {
+    if (tables_.empty())
+      throw Error("a sparse optimizer updates the model's sparse tables: name it in [sparse_optimizer], not "
+                  "[optimizer]");
+  }
+  virtual void sparse_step(double lr, int64_t step, const std::vector<RowGrad>& grads) = 0;
+  // The host never calls the dense step of a [sparse_optimizer].
+  void step(double, int64_t) final { throw Error("a sparse optimizer has no dense step"); }
+
+ protected:
+  Tables tables_;
+};
+
 template <class T>
 struct OptimizerGlue {
   static Optimizer::Groups read_groups(const loom_param_groups* in) {
@@ -99,8 +132,30 @@ struct OptimizerGlue {
                              loom_optimizer** out) {
     *out = nullptr;
     return guard([&] {
-      Optimizer* instance = new T(Config(cfg), Context(c), read_groups(g));
+      Optimizer* instance = nullptr;
+      if constexpr (std::is_base_of_v<SparseOptimizer, T>) instance = new T(Config(cfg), Context(c), read_tables(g));
+      else instance = new T(Config(cfg), Context(c), read_groups(g));
       *out = reinterpret_cast<loom_optimizer*>(instance);
+    });
+  }
+  static SparseOptimizer::Tables read_tables(const loom_param_groups* in) {
+    SparseOptimizer::Tables tables;
+    const loom_param_groups all = read_in(in);  // a host before 1.7: no tables
+    for (size_t t = 0; t < all.sparse_table_count; ++t) {
+      const loom_sparse_table table = read_in(all.sparse_tables[t]);
+      tables.push_back({table.name, tensor(table.weight)});
+    }
+    return tables;
+  }
+  static loom_status* sparse_step(loom_optimizer* o, const loom_sparse_step_args* in) {
+    return guard([&] {
+      const loom_sparse_step_args args = read_in(in);
+      std::vector<SparseOptimizer::RowGrad> grads;
+      for (size_t i = 0; i < args.grad_count; ++i) {
+        const loom_sparse_grad g = read_in(args.grads[i]);
+        grads.push_back({g.table, tensor(g.rows), tensor(g.values)});
+      }
+      static_cast<SparseOptimizer&>(detail::self<Optimizer>(o)).sparse_step(args.lr, args.step, grads);
     });
   }
   static loom_status* step(loom_optimizer* o, const loom_optimizer_step_args* in) {
@@ -134,6 +189,7 @@ const void* Optimizer::vtable() {
     v.state_count = &OptimizerGlue<T>::state_count;
     v.state_get = &OptimizerGlue<T>::state_get;
     v.requirements = T::requirements;
+    if constexpr (std::is_base_of_v<SparseOptimizer, T>) v.sparse_step = &OptimizerGlue<T>::sparse_step;
     return v;
   }();
   return &vt;
