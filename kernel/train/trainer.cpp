@@ -294,19 +294,18 @@ class Trainer {
     return b;
   }
 
-  // The data ends after this step (on this rank or another): the window ends still queued
-  // here fire epoch_end (evaluation after the last window), and the run stops.
+  // This rank's data ends after this step: the window ends still queued before the end fire
+  // epoch_end (an evaluation after the last window), as a step drawing past them would.
   loom_control finish_data(Prefetcher& prefetch) {
     loom_control requests{};
     requests.struct_size = sizeof(requests);
-    while (prefetch.front_is_epoch_end()) {  // stops at a real batch: another rank's data ended, not this one's
+    while (prefetch.front_is_epoch_end()) {
       const Batch b = prefetch.pop();
       data_state_ = b.data_state;
       merge_control(requests, fire(LOOM_EVENT_EPOCH_END));
       progress_.epoch += 1;
+      epoch_ended_ = true;
     }
-    spdlog::info("the data has no batch left after step {}{}; the run ends here", progress_.step,
-                 comm_ ? " on at least one rank" : "");
     return requests;
   }
 
@@ -353,15 +352,20 @@ class Trainer {
   // in a fixed order: roll back, evaluate, log, save. Returns whether the run stops.
   bool end_of_step(loom_control requests, Prefetcher& prefetch) {
     bool signalled = SignalWatch::requested() != 0;
+    // A finite stream (ABI 1.7) with no batch for another step: its queued window ends fire
+    // first, so what their hooks ask for (an evaluation) joins the agreement below.
+    bool data_ends = prefetch.data_ends_next();
+    if (data_ends) merge_control(requests, finish_data(prefetch));
     bool epoch_save = plan_.checkpoint.every_epoch && epoch_ended_;
-    bool data_ends = prefetch.data_ends_next();  // a finite stream (ABI 1.7) has no batch for another step
     if (comm_) agree(requests, signalled, epoch_save, data_ends);  // every rank takes the same branches below
+    if (data_ends)
+      spdlog::info("the data has no batch left after step {}{}; the run ends here", progress_.step,
+                   comm_ ? " on at least one rank" : "");
     if (requests.request_rollback) {
       roll_back();
       return false;
     }
     const int64_t step = progress_.step;
-    if (data_ends) merge_control(requests, finish_data(prefetch));
     bool stop = requests.request_stop || signalled || data_ends;
     if (requests.request_eval) stop |= evaluate();
     if (step % settings_.log_every == 0 || step == progress_.total_steps || stop) stop |= log();

@@ -87,6 +87,12 @@ TEST_CASE("configs/ctr-synth.toml: the evaluation AUC comes within 0.01 of the g
   CHECK(contains(r.err, "the data has no batch left"));
   // Training logs its own window AUC too (exact over the window's samples).
   CHECK_FALSE(records_with(dir / "example", "auc").empty());
+  // `host eval` of the last checkpoint (the evaluate loop alone) gives the AUC the run logged.
+  const auto e = run_host("eval " + run_args(dir, "example", data_files(data, 1)) + " --json");
+  REQUIRE_MESSAGE(e.code == 0, e.err);
+  const nlohmann::json evaluated = nlohmann::json::parse(e.out);
+  CHECK(evaluated.at("step") == evals.back().at("step"));
+  CHECK(evaluated.at("metrics").at("eval_auc").get<double>() == doctest::Approx(last).epsilon(1e-9));
 }
 
 TEST_CASE("two ranks train like one: the same samples per step, sparse rows summed across ranks") {

@@ -15,16 +15,13 @@
 #include "plugin_slots.hpp"
 #include "python_torch.hpp"
 #include "run_host.hpp"
+#include "tensor_json.hpp"
 #include "abi/compute_components.hpp"
 #include "train/sparse_tables.hpp"
 
 namespace {
 
-nlohmann::json to_json(const at::Tensor& t) {
-  const at::Tensor c = t.to(at::kDouble).contiguous();
-  return {{"shape", c.sizes().vec()},
-          {"data", std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel())}};
-}
+using loom_test::to_json;
 
 struct Steps {
   std::vector<std::vector<loom::OptimizerInstance::SparseGrad>> grads;
