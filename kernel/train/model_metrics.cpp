@@ -7,9 +7,10 @@ namespace loom {
 
 void ModelMetrics::add(const std::vector<ReportedMetric>& reported, const at::Tensor& units) {
   for (const ReportedMetric& m : reported) {
-    if ((m.reduction == LOOM_METRIC_REDUCTION_ROC_AUC) != (pairs_.count(m.name) > 0) && (sums_.count(m.name) || pairs_.count(m.name)))
+    const bool as_pairs = m.reduction == LOOM_METRIC_REDUCTION_ROC_AUC;
+    if (as_pairs ? sums_.count(m.name) > 0 : pairs_.count(m.name) > 0)
       throw runtime_failure("model metric \"" + m.name + "\" was reported with two different reductions");
-    if (m.reduction == LOOM_METRIC_REDUCTION_ROC_AUC) {
+    if (as_pairs) {
       pairs_[m.name].push_back(m.value);
       continue;
     }
