@@ -109,6 +109,10 @@ TEST_CASE("console on a terminal: the progress line moves on between log steps, 
   const Result r = run_shell("script -qfec '" + std::string(LOOM_HOST_BIN) + " run " + manifest.string() + "' /dev/null");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const std::string screen = r.out + r.err;
+  if (r.code != 0 && contains(screen, "failed to create pseudo-terminal")) {  // a chroot without /dev/pts
+    MESSAGE("no pseudo-terminal here (is /dev/pts mounted?); the live line is not checked: " << screen);
+    return;
+  }
   REQUIRE_MESSAGE(r.code == 0, screen);
   size_t estimated = 0;
   for (size_t at = screen.find("step ~"); at != std::string::npos; at = screen.find("step ~", at + 1)) ++estimated;
