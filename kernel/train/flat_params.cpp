@@ -141,7 +141,6 @@ at::Tensor FlatParams::owned_grad_square_sum() const {
 
 at::Tensor clip_factor(const at::Tensor& norm, double max_norm) { return (max_norm / (norm + 1e-6)).clamp_max(1.0); }
 
-void FlatParams::clip(const at::Tensor& norm, double max_norm) { scale_grads(clip_factor(norm, max_norm)); }
 
 void FlatParams::scale_grads(const at::Tensor& factor) {
   for (auto& g : groups_) {

@@ -60,8 +60,6 @@ class FlatParams {
   at::Tensor grad_norm() const;
   // Sum of squares of this rank's owned gradient slices, in fp32 on the first group's device.
   at::Tensor owned_grad_square_sum() const;
-  // Scales gradients so their norm is at most max_norm, given the global norm.
-  void clip(const at::Tensor& norm, double max_norm);
   // Multiplies the gradients the optimizer will use by a one-element tensor (no host sync).
   void scale_grads(const at::Tensor& factor);
 

@@ -33,8 +33,8 @@ void coalesce_rows(at::Tensor& rows, at::Tensor& values) {
   values = summed;
 }
 
-}  // namespace
-
+// Per table: sums every rank's (rows, values) pairs (rows int64 [n], values [n, dim]; n may
+// differ by rank) into unique ascending rows with summed values, identical on every rank.
 void sum_sparse_rows(std::vector<at::Tensor>& rows, std::vector<at::Tensor>& values, Communicator* comm) {
   if (comm == nullptr || comm->world_size() == 1 || rows.empty()) return;
   // One ragged all-gather for every table of one width: each pair travels as a row of
@@ -57,6 +57,8 @@ void sum_sparse_rows(std::vector<at::Tensor>& rows, std::vector<at::Tensor>& val
     }
   }
 }
+
+}  // namespace
 
 SparseTables::SparseTables(std::vector<ModelParam> tables, const std::string& model) : tables_(std::move(tables)) {
   views_.resize(tables_.size());

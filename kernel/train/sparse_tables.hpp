@@ -26,11 +26,6 @@ namespace loom {
 std::vector<ModelParam> dense_params(const std::vector<ModelParam>& params);
 std::vector<ModelParam> sparse_params(const std::vector<ModelParam>& params);
 
-// Per table: sums every rank's (rows, values) pairs (rows int64 [n], values [n, dim]; n may
-// differ by rank) into unique ascending rows with summed values, identical on every rank.
-// Tables of one width share one exchange.
-void sum_sparse_rows(std::vector<at::Tensor>& rows, std::vector<at::Tensor>& values, Communicator* comm);
-
 class SparseTables {
  public:
   // tables: the model's parameters flagged LOOM_PARAM_FLAG_SPARSE_ROWS; model: its name, for messages.
