@@ -44,16 +44,44 @@ std::string list(const std::vector<std::string>& names, size_t show) {
 
 }  // namespace
 
+namespace {
+
+// The entry's bytes as a tensor borrowing the file's memory map.
+at::Tensor entry_view(const SafetensorsFile& file, const TensorEntry& entry, const std::string& name) {
+  const auto type = scalar_type_of(*entry.dtype);
+  if (!type)
+    invalid("tensor '" + name + "' in '" + file.path() + "' has dtype " + entry.dtype->name +
+            ", which LibTorch cannot hold; store the model in F32, F16 or BF16");
+  // from_blob never writes: the tensor is only read (copied) before done().
+  void* data = const_cast<unsigned char*>(file.data(entry));
+  return at::from_blob(data, entry.shape, at::TensorOptions().dtype(*type));
+}
+
+}  // namespace
+
 at::Tensor HfWeightSource::view(const std::string& name) const {
   const HfWeights::Tensor* t = weights_.find(name);
   if (t == nullptr) invalid("'" + weights_.dir() + "' holds no tensor '" + name + "'");
-  const auto type = scalar_type_of(*t->entry->dtype);
-  if (!type)
-    invalid("tensor '" + name + "' in '" + t->file->path() + "' has dtype " + t->entry->dtype->name +
-            ", which LibTorch cannot hold; store the model in F32, F16 or BF16");
-  // from_blob never writes: the tensor is only read (copied) before done().
-  void* data = const_cast<unsigned char*>(t->file->data(*t->entry));
-  return at::from_blob(data, t->entry->shape, at::TensorOptions().dtype(*type));
+  return entry_view(*t->file, *t->entry, name);
+}
+
+PeftWeightSource::PeftWeightSource(const std::string& dir)
+    : file_(join(dir, kPeftWeights)), by_name_(peft_tensors(file_)) {}
+
+std::vector<std::string> PeftWeightSource::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, entry] : by_name_) out.push_back(name);
+  return out;
+}
+
+at::Tensor PeftWeightSource::view(const std::string& name) const {
+  const auto it = by_name_.find(name);
+  if (it == by_name_.end()) invalid("'" + file_.path() + "' holds no tensor '" + kPeftKeyPrefix + name + "'");
+  return entry_view(file_, *it->second, name);
+}
+
+void PeftWeightSource::done(const std::string& name) const {
+  if (const auto it = by_name_.find(name); it != by_name_.end()) file_.release(*it->second);
 }
 
 void HfWeightSource::done(const std::string& name) const {

@@ -6,11 +6,13 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "hf_folder.hpp"
+#include "peft_adapter.hpp"
 
 namespace loom::formats {
 
@@ -40,6 +42,22 @@ class HfWeightSource final : public WeightSource {
 
  private:
   HfWeights weights_;
+};
+
+// A PEFT adapter folder's adapter_model.safetensors (peft_adapter.hpp) under the model's own
+// parameter names: "base_model.model." removed. A key without that prefix is refused.
+class PeftWeightSource final : public WeightSource {
+ public:
+  explicit PeftWeightSource(const std::string& dir);
+  std::string where() const override { return file_.path(); }
+  std::vector<std::string> names() const override;
+  bool has(const std::string& name) const override { return by_name_.count(name) > 0; }
+  at::Tensor view(const std::string& name) const override;
+  void done(const std::string& name) const override;
+
+ private:
+  SafetensorsFile file_;
+  std::map<std::string, const TensorEntry*> by_name_;
 };
 
 struct LoadRules {

@@ -18,7 +18,7 @@ std::vector<ModelParam> ModelInstance::params() {
     check(vt_.param_get(handle_, i, &view), "param_get");
     if (view.name == nullptr || view.tensor == nullptr)
       throw runtime_failure(where() + ": parameter " + std::to_string(i) + " has no name or tensor");
-    out.push_back({view.name, &tensor(view.tensor), view.flags, view.unit});
+    out.push_back({view.name, &tensor(view.tensor), view.flags, view.unit, frozen_.count(view.name) > 0});
   }
   return out;
 }

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,12 +34,16 @@ struct ModelParam {
   at::Tensor* tensor;  // owned by the model; the host rebinds its storage
   uint32_t flags;
   int64_t unit = -1;   // the layer it belongs to (ABI 1.5), or -1
+  bool frozen = false; // does not train ([model] freeze, [lora]): outside the flat buffers
 };
 
 class ModelInstance : public Instance<loom_model_vtable, loom_model> {
  public:
   ModelInstance(const SlotConfig& slot, const RunContext& run);
   std::vector<ModelParam> params();
+  // Marks these parameters frozen in what params() returns (train/frozen_params.hpp).
+  void set_frozen(std::set<std::string> names) { frozen_ = std::move(names); }
+  bool has_frozen() const { return !frozen_.empty(); }
   // One micro-batch's loss sum, units and metrics; fields: the batch's other named fields.
   // batch_from names the dataset ("[data] fields_data") in a failure, when the batch had fields.
   ForwardResult forward(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields = {},
@@ -58,6 +63,9 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
   at::Tensor decode(const at::Tensor& inputs, int64_t past);
   // (ABI 1.3) The model's Hugging Face description (loom/model.h), or "" when it has none.
   std::string hugging_face() const;
+
+ private:
+  std::set<std::string> frozen_;
 };
 
 struct Batch {

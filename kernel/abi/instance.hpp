@@ -7,6 +7,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "abi/host_api.hpp"
 #include "abi/option_spec.hpp"
@@ -24,12 +25,22 @@ struct SlotConfig {
   bool every_rank = false;           // trackers: also on ranks other than 0 ([[trackers]] every_rank)
 };
 
+// [lora]: the adapters the model adds to its linear layers (loom_adapter_spec, ABI 1.8).
+struct AdapterSettings {
+  bool enabled = false;              // the manifest has a [lora] table
+  std::vector<std::string> targets;  // module names (PEFT's target_modules)
+  int64_t rank = 8;
+  double alpha = 16;
+  double dropout = 0;
+};
+
 // What every component instance learns about the run.
 struct RunContext {
   std::string run_dir, device;
   uint64_t seed = 0;
   int32_t rank = 0, world_size = 1;
   int64_t total_steps = 0;
+  AdapterSettings adapters;  // the model's only; enabled = false for every other kind
 };
 
 template <class VTable, class Handle>
@@ -75,6 +86,16 @@ class Instance {
     context.world_size = run_.world_size;
     context.device = run_.device.c_str();
     context.total_steps = run_.total_steps;
+    std::vector<const char*> targets;
+    for (const std::string& t : run_.adapters.targets) targets.push_back(t.c_str());
+    loom_adapter_spec adapters{};
+    adapters.struct_size = sizeof(adapters);
+    adapters.targets = targets.data();
+    adapters.target_count = targets.size();
+    adapters.rank = run_.adapters.rank;
+    adapters.alpha = run_.adapters.alpha;
+    adapters.dropout = run_.adapters.dropout;
+    if (run_.adapters.enabled) context.adapters = &adapters;
     loom_status* status = vt_.create(&context, &config_, extra..., &handle_);
     if (status != nullptr) {
       const bool bad_input = host_api()->status_get_code(status) == LOOM_STATUS_CODE_INVALID_ARGUMENT;

@@ -14,8 +14,16 @@ const char* option_type_name(loom_option_type type) {
   return "unknown";
 }
 
+std::string option_type_name(const OptionSpec& spec) {
+  return spec.list ? "strings" : option_type_name(spec.type);
+}
+
 OptionValue parse_default(const OptionSpec& spec) {
   const std::string& text = *spec.default_text;
+  if (spec.list) {
+    if (text != "[]") throw std::invalid_argument(text);
+    return std::vector<std::string>();
+  }
   size_t used = 0;
   switch (spec.type) {
     case LOOM_OPTION_TYPE_INT: {

@@ -19,11 +19,16 @@ struct OptionSpec {
   std::optional<std::string> default_text;  // as declared: "1e-3", "true", raw string
   bool required = false;
   std::string doc;
+  // A TOML array of strings (type STRING): host tables only ([model] freeze, [lora] targets);
+  // plugins cannot declare one. Its default is always the empty array.
+  bool list = false;
 };
 
-using OptionValue = std::variant<int64_t, double, bool, std::string>;
+using OptionValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>>;
 
 const char* option_type_name(loom_option_type type);
+// What `host describe` and messages call the spec's type: option_type_name, or "strings".
+std::string option_type_name(const OptionSpec& spec);
 // Parses a declared default; throws std::invalid_argument when the text does not fit the type.
 OptionValue parse_default(const OptionSpec& spec);
 

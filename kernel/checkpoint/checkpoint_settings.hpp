@@ -19,6 +19,7 @@ struct CheckpointSettings {
   std::string dir = "checkpoints";   // relative to the run directory
   bool allow_nonfinite = false;      // resume from weights or optimizer state holding NaN/inf
   bool allow_unclaimed = false;      // resume although tensors are left that nothing restores
+  std::string frozen = "reference";  // frozen weights: "reference" (checksum of their source) or "include"
 };
 
 }  // namespace loom

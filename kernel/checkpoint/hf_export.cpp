@@ -1,10 +1,12 @@
 #include "checkpoint/hf_export.hpp"
 
+#include <loom/model.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cctype>
 #include <fstream>
+#include <map>
 
 #include "base/failure.hpp"
 #include "format_error.hpp"
@@ -25,18 +27,6 @@ const char* torch_dtype_name(at::ScalarType t) {
   return t == at::kBFloat16 ? "bfloat16" : t == at::kHalf ? "float16" : "float32";
 }
 
-const formats::DType* safetensors_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16: return formats::dtype_named("BF16");
-    case at::kHalf: return formats::dtype_named("F16");
-    case at::kFloat: return formats::dtype_named("F32");
-    case at::kDouble: return formats::dtype_named("F64");
-    case at::kLong: return formats::dtype_named("I64");
-    case at::kInt: return formats::dtype_named("I32");
-    default: return nullptr;
-  }
-}
-
 void write_json(const fs::path& path, const nlohmann::json& value) {
   const std::string text = value.dump(2) + "\n";
   formats::OutputFile file(path.string());
@@ -53,13 +43,13 @@ struct Shard {
 // tensor larger than max gets a shard of its own, as save_pretrained does).
 std::vector<Shard> plan_shards(ModelInstance& model, const HfExportOptions& options) {
   std::vector<Shard> shards(1);
-  for (const ModelParam& p : model.params()) {
-    at::Tensor t = p.tensor->detach();
+  for (auto& [name, weight] : hf_weights(model, options)) {
+    at::Tensor t = weight;
     if (at::isFloatingType(t.scalar_type())) t = t.to(options.dtype);
     t = t.to(at::kCPU).contiguous();
     const uint64_t bytes = t.nbytes();
     if (!shards.back().tensors.empty() && shards.back().bytes + bytes > options.max_shard_bytes) shards.emplace_back();
-    shards.back().tensors.emplace_back(p.name, t);
+    shards.back().tensors.emplace_back(name, t);
     shards.back().bytes += bytes;
   }
   return shards;
@@ -115,7 +105,70 @@ HfExportResult write_folder(ModelInstance& model, const nlohmann::json& hf, cons
   return result;
 }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace
+
+const formats::DType* safetensors_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16: return formats::dtype_named("BF16");
+    case at::kHalf: return formats::dtype_named("F16");
+    case at::kFloat: return formats::dtype_named("F32");
+    case at::kDouble: return formats::dtype_named("F64");
+    case at::kLong: return formats::dtype_named("I64");
+    case at::kInt: return formats::dtype_named("I32");
+    default: return nullptr;
+  }
+}
+
+std::vector<std::pair<std::string, at::Tensor>> hf_weights(ModelInstance& model, const HfExportOptions& options) {
+  const std::vector<ModelParam> params = model.params();
+  std::map<std::string, const ModelParam*> by_name;
+  for (const ModelParam& p : params) by_name[p.name] = &p;
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const ModelParam& p : params) {
+    if (p.flags & LOOM_PARAM_FLAG_ADAPTER) {
+      if (!options.merge_adapters)
+        throw usage_failure("export: the model carries LoRA adapters ([lora]); add --merge to fold them into the "
+                            "base weights, or write them alone with --format peft");
+      continue;
+    }
+    at::Tensor t = p.tensor->detach();
+    const std::string module = ends_with(p.name, ".weight") ? p.name.substr(0, p.name.size() - 7) : "";
+    const auto a = by_name.find(module + ".lora_A.weight"), b = by_name.find(module + ".lora_B.weight");
+    if (!module.empty() && a != by_name.end() && b != by_name.end()) {
+      // W + scale B A, in fp32 whatever the base is stored in
+      at::Tensor delta = at::matmul(b->second->tensor->detach().to(at::kFloat), a->second->tensor->detach().to(at::kFloat));
+      if (p.flags & LOOM_PARAM_FLAG_IN_OUT) delta = delta.t();
+      t = (t.to(at::kFloat) + delta.to(t.device()) * options.adapter_scale).to(t.scalar_type());
+    }
+    out.emplace_back(p.name, t);
+  }
+  return out;
+}
+
+void write_new_folder(const fs::path& out, const std::string& command, const std::function<void(const fs::path&)>& fill) {
+  std::error_code ec;
+  if (fs::exists(out, ec))
+    throw usage_failure(command + ": " + out.string() + " already exists; choose a new --out folder (nothing is "
+                        "overwritten)");
+  const fs::path staging = out.string() + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging, ec);
+  if (ec) throw runtime_failure(command + ": cannot create " + staging.string() + ": " + ec.message());
+  try {
+    fill(staging);
+    fs::rename(staging, out);
+  } catch (const formats::FormatError& e) {
+    fs::remove_all(staging, ec);
+    throw runtime_failure(command + ": " + e.what());
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
+}
 
 at::ScalarType parse_export_dtype(const std::string& name, const std::string& where) {
   if (name == "bf16" || name == "bfloat16") return at::kBFloat16;
@@ -150,25 +203,9 @@ HfExportResult export_hf_folder(ModelInstance& model, const fs::path& out, const
   if (hf.is_discarded() || !hf.is_object() || !hf.contains("config") || !hf["config"].is_object())
     throw runtime_failure("export: the model `" + std::string(model.component().name) +
                           "` described itself without a \"config\" object (a plugin bug)");
-  std::error_code ec;
-  if (fs::exists(out, ec))
-    throw usage_failure("export: " + out.string() + " already exists; choose a new --out folder (nothing is "
-                        "overwritten)");
-  const fs::path staging = out.string() + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(staging, ec);
-  fs::create_directories(staging, ec);
-  if (ec) throw runtime_failure("export: cannot create " + staging.string() + ": " + ec.message());
-  try {
-    const HfExportResult result = write_folder(model, hf, staging, options);
-    fs::rename(staging, out);
-    return result;
-  } catch (const formats::FormatError& e) {
-    fs::remove_all(staging, ec);
-    throw runtime_failure(std::string("export: ") + e.what());
-  } catch (...) {
-    fs::remove_all(staging, ec);
-    throw;
-  }
+  HfExportResult result;
+  write_new_folder(out, "export", [&](const fs::path& staging) { result = write_folder(model, hf, staging, options); });
+  return result;
 }
 
 }  // namespace loom

@@ -9,16 +9,37 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "abi/compute_components.hpp"
+#include "safetensors.hpp"
 
 namespace loom {
 
 struct HfExportOptions {
   at::ScalarType dtype = at::kBFloat16;  // of every floating-point tensor
   uint64_t max_shard_bytes = uint64_t(5) << 30;  // 5 GiB, as transformers' save_pretrained
+  // A model with LoRA adapters (LOOM_PARAM_FLAG_ADAPTER) is written only merged: each base
+  // weight plus adapter_scale * B A (its transpose for LOOM_PARAM_FLAG_IN_OUT weights).
+  bool merge_adapters = false;
+  double adapter_scale = 0;  // [lora] alpha / rank
 };
+
+// The safetensors dtype of a LibTorch dtype; nullptr when the format has none for it.
+const formats::DType* safetensors_dtype(at::ScalarType type);
+
+// The model's weights as a Hugging Face folder holds them, in registration order, detached:
+// adapters merged into their base weights (options.merge_adapters) or, when the model has
+// adapters and merging is off, a usage Failure pointing at --merge and --format peft.
+std::vector<std::pair<std::string, at::Tensor>> hf_weights(ModelInstance& model, const HfExportOptions& options);
+
+// Writes a new folder whole or not at all: `fill` writes into a staging folder beside `out`,
+// which is then renamed into place. A usage Failure when out exists; `command` names the caller.
+void write_new_folder(const std::filesystem::path& out, const std::string& command,
+                      const std::function<void(const std::filesystem::path& staging)>& fill);
 
 // "bf16" | "fp16" | "fp32" -> the dtype; a usage Failure naming `where` otherwise.
 at::ScalarType parse_export_dtype(const std::string& name, const std::string& where);

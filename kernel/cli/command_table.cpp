@@ -36,13 +36,16 @@ const std::vector<Flag>& flags() {
       {"all", nullptr, "describe every host table and component", &CommandLine::all},
       {"markdown", nullptr, "with --all: Markdown, as README's option reference", &CommandLine::markdown},
       {"format", "FORMAT",
-       "what to write: export takes hf (a Hugging Face folder, the default); checkpoint export takes "
-       "hf-safetensors (the weights alone, the default)",
+       "what to write: export takes hf (a Hugging Face folder, the default) or peft (a run's LoRA adapters "
+       "alone, as PEFT's adapter folder); checkpoint export takes hf-safetensors (the weights alone, the default)",
        &CommandLine::format},
       {"out,o", "PATH",
        "where to write: export's new folder (required); checkpoint export's file (default model.safetensors)",
        &CommandLine::out},
-      {"dtype", "DTYPE", "export: the weights' dtype, bf16 (default), fp16 or fp32", &CommandLine::dtype},
+      {"dtype", "DTYPE", "export: the weights' dtype, bf16, fp16 or fp32 (default: bf16 for hf, fp32 for peft)",
+       &CommandLine::dtype},
+      {"merge", nullptr, "export --format hf of a run with [lora]: add each adapter's scaled B A to its base weight",
+       &CommandLine::merge},
       {"max-shard-size", "SIZE", "export: the largest weights file, such as 5GB (default) or 500MB; more go to shards",
        &CommandLine::max_shard_size},
       {"nproc-per-node", "N", "ranks to start on this node", &CommandLine::nproc_per_node},
@@ -232,13 +235,15 @@ const std::vector<Command>& commands() {
       {"plugins", "", "list plugins, their components, and the files that failed to load", 0, 0, {"json"},
        &command_plugins},
       {"describe", "[NAME]",
-       "show a component's options, or a host table's (run, checkpoint, trackers, eval_data, distributed); "
+       "show a component's options, or a host table's (run, model, checkpoint, trackers, eval_data, export, "
+       "distributed, lora); "
        "--all: every one",
        0, 1, {"all", "markdown"}, &command_describe},
       {"export", "RUN_OR_CHECKPOINT",
        "write a model as a Hugging Face folder (config.json, safetensors, tokenizer files) that from_pretrained "
-       "loads; RUN_OR_CHECKPOINT: a run folder (its newest valid checkpoint) or a step-N folder",
-       1, 1, {"format", "out", "dtype", "max-shard-size"}, &command_export},
+       "loads (a run with [lora]: --merge, or --format peft for the adapters alone); RUN_OR_CHECKPOINT: a run "
+       "folder (its newest valid checkpoint) or a step-N folder",
+       1, 1, {"format", "out", "dtype", "max-shard-size", "merge"}, &command_export},
       {"generate", "MODEL",
        "text from a model: MODEL is a Hugging Face folder, a run folder or a step-N folder; --prompt TEXT, or "
        "--prompts FILE (one per line), or --chat with the tokenizer's chat template; greedy or sampled (--temperature, --top-k, --top-p, --seed)",

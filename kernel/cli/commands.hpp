@@ -16,7 +16,8 @@ struct CommandLine {
   bool json = false, all = false, markdown = false, verbose = false, help = false;
   bool overwrite = false;              // run: start afresh over an earlier run's outputs
   std::string format, out;             // export and checkpoint export; empty: the command's default
-  std::string dtype = "bf16", max_shard_size = "5GB";  // export
+  std::string dtype, max_shard_size = "5GB";  // export; dtype empty: the format's default
+  bool merge = false;                         // export --format hf: fold LoRA adapters into the weights
   std::string checkpoint;              // eval: a step-N folder; empty: the run's newest
   // launch
   int nproc_per_node = 1, nnodes = 1, node_rank = 0;

@@ -32,7 +32,7 @@ void print_text(const std::vector<OptionSpec>& options) {
   std::cout << "  " << std::left << std::setw(int(name_width)) << "option" << std::setw(8) << "type"
             << std::setw(int(default_width)) << "default" << "doc\n";
   for (const auto& o : options)
-    std::cout << "  " << std::setw(int(name_width)) << o.name << std::setw(8) << option_type_name(o.type)
+    std::cout << "  " << std::setw(int(name_width)) << o.name << std::setw(8) << option_type_name(o)
               << std::setw(int(default_width)) << default_of(o) << o.doc << "\n";
 }
 
@@ -56,7 +56,7 @@ void print_markdown(const std::vector<OptionSpec>& options) {
   std::cout << "| option | type | default | |\n| --- | --- | --- | --- |\n";
   for (const auto& o : options) {
     const std::string def = o.required ? "required" : o.default_text ? "`" + *o.default_text + "`" : "unset";
-    std::cout << "| " << o.name << " | " << option_type_name(o.type) << " | " << cell(def) << " | " << cell(o.doc)
+    std::cout << "| " << o.name << " | " << option_type_name(o) << " | " << cell(def) << " | " << cell(o.doc)
               << " |\n";
   }
 }

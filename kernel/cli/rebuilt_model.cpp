@@ -107,9 +107,12 @@ std::unique_ptr<RebuiltModel> rebuild_model(const fs::path& source, const std::s
   const Manifest manifest = load_manifest(manifest_file.path, {});
   load_plugins(out->registry, plugin_search_path(manifest_plugin_dirs(manifest)), /*keep_going=*/false);
   const RunPlan plan = resolve_plan(manifest, out->registry);
-  out->model = std::make_unique<ModelInstance>(plan.model, cpu_context(checkpoint.string(), static_cast<uint64_t>(plan.run.seed),
-                                                                       plan.run.steps));
+  RunContext context = cpu_context(checkpoint.string(), static_cast<uint64_t>(plan.run.seed), plan.run.steps);
+  context.adapters = plan.lora;
+  out->model = std::make_unique<ModelInstance>(plan.model, context);
+  prepare_for_restore(*out->model, plan, loaded);
   restore_model(*out->model, loaded, checkpoint.string());
+  out->adapters = plan.lora;
   out->seq_len = seq_len_option(plan.model.config);
   out->source = checkpoint;
   out->step = run.step;

@@ -21,6 +21,7 @@ struct RebuiltModel {
   int64_t seq_len = 0;           // the longest input the model was built for: its [model] seq_len
                                  // option where it has one; 0: unknown
   bool hugging_face_folder = false;
+  AdapterSettings adapters;  // the run's [lora]; enabled = false without adapters
 };
 
 // `command` names the caller in messages ("export", "generate"). allow_hf_folder: accept a

@@ -59,6 +59,7 @@ constexpr loom_option_type option_type_of() {
 template <class T>
 std::string default_text_of(const T& value) {
   if constexpr (std::is_same_v<T, std::string>) return value;
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>) return value.empty() ? "[]" : "(not empty)";
   else return format_option_value(value);
 }
 
@@ -68,11 +69,13 @@ std::string default_text_of(const T& value) {
 template <class Settings, class T>
 HostOption<Settings> option(const char* name, T Settings::*field, const char* doc, std::vector<Rule<T>> rules = {}) {
   static_assert(std::is_same_v<T, bool> || std::is_same_v<T, int64_t> || std::is_same_v<T, double> ||
-                    std::is_same_v<T, std::string>,
-                "a host option's field is bool, int64_t, double or std::string; use a custom HostOption otherwise");
+                    std::is_same_v<T, std::string> || std::is_same_v<T, std::vector<std::string>>,
+                "a host option's field is bool, int64_t, double, std::string or a list of strings; use a custom "
+                "HostOption otherwise");
   HostOption<Settings> out;
   out.spec.name = name;
   out.spec.type = detail::option_type_of<T>();
+  out.spec.list = std::is_same_v<T, std::vector<std::string>>;
   out.spec.default_text = detail::default_text_of(Settings{}.*field);
   out.spec.doc = doc;
   out.store = [name, field, rules](Settings& s, const OptionValue& value, const std::string& where,

@@ -120,7 +120,12 @@ const HostTable<CheckpointSettings>& checkpoint_table() {
               "default, naming the tensors; `host checkpoint inspect` counts them)."),
        option("allow_unclaimed", &S::allow_unclaimed,
               "Resume even when the checkpoint holds model or optimizer tensors that nothing in this run restores "
-              "(an intentional partial load); they are named in a warning. Refused by default.")}};
+              "(an intentional partial load); they are named in a warning. Refused by default."),
+       option("frozen", &S::frozen,
+              "Frozen weights ([model] freeze, [lora]) in checkpoints: \"reference\" stores only what trains plus the "
+              "checksum of the frozen weights, which a resume rebuilds from the model's source (its from folder, "
+              "init_from, the seed) and checks; \"include\" stores them too, so a checkpoint stands alone.",
+              {one_of({"reference", "include"})})}};
   return table;
 }
 
@@ -140,14 +145,26 @@ const HostTable<ModelInitSettings>& model_table() {
   static const HostTable<S> table{
       "model", "[model]", "The model (`use` plus its options), and:",
       {option("init_from", &S::init_from,
-              "Start from these weights: a Hugging Face folder (config.json + safetensors) or a Loom checkpoint "
-              "(a step-N folder). Weights only, for a new stage such as instruction tuning after pretraining: "
+              "Start from these weights: a Hugging Face folder (config.json + safetensors), a Loom checkpoint "
+              "(a step-N folder), or with [lora] a PEFT adapter folder (adapter_config.json + "
+              "adapter_model.safetensors; its r and lora_alpha must equal [lora]'s) on top of the model's base. "
+              "Weights only, for a new stage such as instruction tuning after pretraining: "
               "optimizer, schedule, RNG and data start fresh. Empty: the model's own initialisation.",
               {}),
        option("init_strict", &S::init_strict,
               "With init_from: refuse weights with missing, unexpected or mis-shaped tensors. false: load what "
               "matches and log the rest.",
-              {})}};
+              {}),
+       option("freeze", &S::freeze,
+              "Parameters that do not train, as name patterns: a pattern with * matches whole names (* stands for "
+              "any characters, dots included), one without matches every name containing it (\"layers.0.\" is "
+              "layer 0, not layer 10). Frozen parameters take no gradient, optimizer state or all-reduce traffic. A "
+              "pattern that matches nothing is an error; the start of the run lists what each matched.",
+              {}),
+       option("frozen_dtype", &S::frozen_dtype,
+              "Dtype frozen floating-point parameters are kept in: \"fp32\", or \"bf16\" (half the memory; only "
+              "with run.precision = \"bf16\", whose autocast computes in bf16 anyway).",
+              {one_of({"fp32", "bf16"})})}};
   return table;
 }
 
@@ -174,6 +191,26 @@ const HostTable<ExportSettings>& export_table() {
        option("dir", &S::dir, "Folder of the exports, relative to the run folder unless absolute.", {}),
        option("dtype", &S::dtype, "Dtype of the exported weights.", {one_of({"bf16", "fp16", "fp32"})}),
        option("max_shard_size", &S::max_shard_size, "Largest weights file, such as 5GB or 500MB.", {})}};
+  return table;
+}
+
+const HostTable<AdapterSettings>& lora_table() {
+  using S = AdapterSettings;
+  static const HostTable<S> table{
+      "lora", "[lora]",
+      "LoRA adapters (Hu et al. 2021) on the model's linear layers: y = W x + (alpha / rank) B A x, with A random "
+      "and B zero, so training starts from the base model exactly. Only the adapters train; the rest is frozen "
+      "(see [model] frozen_dtype). The model plugin must register its linear layers with add_linear "
+      "(sdk/README.md); gpt, llama and hf_causal_lm do.",
+      {option("targets", &S::targets,
+              "Module names to adapt, as PEFT's target_modules: a module matches when its name equals a target or "
+              "ends with \".\" and the target (q_proj, v_proj; GPT-2: c_attn, c_proj, c_fc). Each must match.",
+              {[](const std::vector<std::string>& v) { return v.empty() ? std::string("must name at least one module") : ""; }}),
+       option("rank", &S::rank, "The adapters' rank r.", {at_least<int64_t>(1)}),
+       option("alpha", &S::alpha, "Scale numerator: the adapter's output is multiplied by alpha / rank.",
+              {above(0.0)}),
+       option("dropout", &S::dropout, "Dropout on each adapter's input while training.",
+              {[](const double& v) { return v >= 0.0 && v < 1.0 ? std::string() : std::string("must be in [0, 1)"); }})}};
   return table;
 }
 
@@ -209,6 +246,7 @@ std::vector<HostTableDoc> host_table_docs() {
   add(eval_data_table());
   add(export_table());
   add(distributed_table());
+  add(lora_table());
   return out;
 }
 

@@ -22,6 +22,7 @@ const HostTable<TrackerSettings>& tracker_table();
 const HostTable<EvalSettings>& eval_data_table();
 const HostTable<ModelInitSettings>& model_table();
 const HostTable<DistributedSettings>& distributed_table();
+const HostTable<AdapterSettings>& lora_table();
 const HostTable<ExportSettings>& export_table();
 
 // Every host table, in README order: what `host describe` lists.

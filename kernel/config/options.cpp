@@ -20,8 +20,20 @@ std::string to_toml_text(const toml::node& node) {
   return out.str();
 }
 
+toml::array toml_array(const std::vector<std::string>& items) {
+  toml::array out;
+  for (const std::string& item : items) out.push_back(item);
+  return out;
+}
+
 std::string format_option_value(const OptionValue& value) {
-  return std::visit([](const auto& v) { return to_toml_text(toml::value<std::decay_t<decltype(v)>>(v)); }, value);
+  return std::visit(
+      [](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::vector<std::string>>) return to_toml_text(toml_array(v));
+        else return to_toml_text(toml::value<T>(v));
+      },
+      value);
 }
 
 std::string source_position(const toml::source_region& src) {
@@ -51,8 +63,19 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 // Converts a manifest value to the declared type, or returns nullopt when it does not fit.
-std::optional<OptionValue> convert(const toml::node& node, loom_option_type type) {
-  switch (type) {
+std::optional<OptionValue> convert(const toml::node& node, const OptionSpec& spec) {
+  if (spec.list) {
+    const toml::array* array = node.as_array();
+    if (array == nullptr) return std::nullopt;
+    std::vector<std::string> out;
+    for (const toml::node& item : *array) {
+      const auto text = item.value_exact<std::string>();
+      if (!text) return std::nullopt;
+      out.push_back(*text);
+    }
+    return out;
+  }
+  switch (spec.type) {
     case LOOM_OPTION_TYPE_INT:
       if (auto v = node.value_exact<int64_t>()) return *v;
       break;
@@ -116,10 +139,11 @@ std::map<std::string, OptionValue> resolve_options(const toml::table& table,
                           did_you_mean(name, names) + " (known: " + (known.empty() ? "none" : known) +
                           "; " + describe_hint + ")");
     }
-    auto value = convert(node, spec->type);
+    auto value = convert(node, *spec);
     if (!value)
       throw usage_failure(source_position(node) + ": " + who + ": option \"" + name + "\" must be " +
-                          option_type_name(spec->type) + ", not " + toml_type_name(node) + " (" +
+                          (spec->list ? std::string("an array of strings") : option_type_name(spec->type)) +
+                          ", not " + toml_type_name(node) + (spec->list && node.is_array() ? " holding other values" : "") + " (" +
                           describe_hint + ")");
     // No option of any component means anything by NaN or infinity (TOML allows nan and inf).
     if (const double* d = std::get_if<double>(&*value); d && !std::isfinite(*d))
@@ -131,7 +155,7 @@ std::map<std::string, OptionValue> resolve_options(const toml::table& table,
     if (values.count(spec.name)) continue;
     if (spec.required)
       throw usage_failure(source_position(table) + ": " + who + ": missing required option \"" + spec.name +
-                          "\" (" + option_type_name(spec.type) + ": " + spec.doc + "); add " + spec.name +
+                          "\" (" + option_type_name(spec) + ": " + spec.doc + "); add " + spec.name +
                           " = ... to this table");
     if (spec.default_text) values[spec.name] = parse_default(spec);
   }

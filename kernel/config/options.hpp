@@ -11,7 +11,9 @@
 
 namespace loom {
 
-// The TOML literal for a value: 3, 0.001, true, "text".
+// A list of strings as a TOML array.
+toml::array toml_array(const std::vector<std::string>& items);
+// The TOML literal for a value: 3, 0.001, true, "text", ["a", "b"].
 std::string format_option_value(const OptionValue& value);
 
 // "file:line:col" of a manifest node or key ("<manifest>" when toml++ has no source).

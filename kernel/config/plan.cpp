@@ -63,7 +63,14 @@ std::string join(const std::vector<std::string>& items) {
 
 void insert_values(toml::table& out, const std::map<std::string, OptionValue>& values) {
   // Not a structured binding: C++17 lambdas cannot capture one (clang refuses; the fuzz build is clang).
-  for (const auto& item : values) std::visit([&](const auto& v) { out.insert_or_assign(item.first, v); }, item.second);
+  for (const auto& item : values)
+    std::visit(
+        [&](const auto& v) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::vector<std::string>>)
+            out.insert_or_assign(item.first, toml_array(v));
+          else out.insert_or_assign(item.first, v);
+        },
+        item.second);
 }
 
 // One slot table: the component that `use` names (or the slot's default) with its options
@@ -213,6 +220,7 @@ std::vector<std::string> manifest_tables() {
   for (const SlotDef& def : manifest_slots()) out.push_back(def.key);
   out.push_back(export_table().name);
   out.push_back(distributed_table().name);
+  out.push_back(lora_table().name);
   return out;
 }
 
@@ -274,12 +282,14 @@ RunPlan resolve_plan(const Manifest& manifest, const Registry& registry, std::ve
   attempt([&] { check_optimizer_lr(manifest, plan.optimizer); });
   attempt([&] { check_optimizer_lr(manifest, plan.sparse_optimizer); });
   attempt([&] { resolve_host_table(manifest.root, distributed_table(), /*always=*/false, plan.distributed, resolved); });
+  attempt([&] { resolve_host_table(manifest.root, lora_table(), /*always=*/false, plan.lora, resolved); });
   attempt([&] { resolve_host_table(manifest.root, export_table(), /*always=*/false, plan.hf_export, resolved); });
   for (const std::string& problem : cross_section_problems(plan, manifest)) {
     if (errors == nullptr) throw usage_failure(problem);
     errors->push_back(problem);
   }
   plan.hf_export.enabled = manifest.root.get(export_table().name) != nullptr;
+  plan.lora.enabled = manifest.root.get(lora_table().name) != nullptr;
   plan.resolved_manifest = to_toml_text(resolved);
   plan.manifest_changes = [current = plan.resolved_manifest](const std::string& saved, const std::string& checkpoint,
                                                               int saved_world, int current_world) {

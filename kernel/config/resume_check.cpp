@@ -11,7 +11,7 @@ namespace loom {
 namespace {
 
 // Keys whose change alters what the resumed run computes from here on.
-const std::vector<std::string> kBreakingPrefixes = {"model.", "data.", "run.seed", "run.grad_accum",
+const std::vector<std::string> kBreakingPrefixes = {"model.", "lora.", "data.", "run.seed", "run.grad_accum",
                                                     "run.global_batch_size"};
 
 void flatten(const toml::node& node, const std::string& prefix, std::map<std::string, std::string>& out) {

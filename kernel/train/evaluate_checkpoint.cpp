@@ -52,11 +52,13 @@ CheckpointEvaluation evaluate_checkpoint(const RunPlan& plan, const fs::path& gi
   context.device = device.str();
   context.seed = static_cast<uint64_t>(plan.run.seed);
   context.total_steps = plan.run.steps;
+  context.adapters = plan.lora;
   ModelInstance model(plan.model, context);
   DatasetInstance data(plan.eval_data, context);
   const auto backend = open_backend(read_checkpoint_backend(out.checkpoint), *plan.registry, out.checkpoint);
   const LoadedCheckpoint loaded = read_checkpoint(*backend, out.checkpoint);
   out.step = read_restored_run(loaded, out.checkpoint.string()).step;
+  prepare_for_restore(model, plan, loaded);
   restore_model(model, loaded, out.checkpoint.string());
   spdlog::info("evaluating {} (step {}) on [eval_data] {}, {} batches", out.checkpoint.string(), out.step,
                data.component().name, plan.eval.max_batches);

@@ -11,7 +11,10 @@ namespace loom {
 
 // Does nothing when settings.init_from is empty. Throws a usage Failure (exit 2) naming the
 // folder when it is neither kind of source or its weights do not fit (strict), listing the
-// first missing, unexpected and mismatched tensors with their counts.
-void init_model_weights(ModelInstance& model, const ModelInitSettings& settings, const Registry* registry);
+// first missing, unexpected and mismatched tensors with their counts. With LoRA adapters
+// ([lora]): a PEFT adapter folder fills the adapters alone (its r and lora_alpha must be
+// [lora]'s); any other source fills the base, and the adapters only where it has them.
+void init_model_weights(ModelInstance& model, const ModelInitSettings& settings, const AdapterSettings& lora,
+                        const Registry* registry);
 
 }  // namespace loom

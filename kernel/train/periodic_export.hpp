@@ -15,7 +15,9 @@ namespace loom {
 class PeriodicExport {
  public:
   // Throws a usage Failure before training when the settings or the model cannot export.
-  PeriodicExport(const ExportSettings& settings, const std::filesystem::path& run_dir, ModelInstance& model);
+  // lora: the run's [lora]; its adapters are merged into every export.
+  PeriodicExport(const ExportSettings& settings, const std::filesystem::path& run_dir, ModelInstance& model,
+                 const AdapterSettings& lora);
 
   void after_step(int64_t step);  // exports when `every` divides step
   void at_end(int64_t step);      // exports once more when at_end and this step has none yet

@@ -11,7 +11,7 @@
 #include "abi/checkpoint_backend.hpp"
 #include "abi/compute_components.hpp"
 #include "train/flat_params.hpp"
-#include "train/init_weights.hpp"
+#include "train/frozen_params.hpp"
 #include "train/sparse_tables.hpp"
 #include "train/run_plan.hpp"
 #include "abi/observer_components.hpp"
@@ -39,11 +39,18 @@ inline RunContext with_total_steps(RunContext run, int64_t total) {
   return run;
 }
 
+inline RunContext with_adapters(RunContext run, const AdapterSettings& adapters) {
+  run.adapters = adapters;
+  return run;
+}
+
 struct Pipeline {
   DatasetInstance data;  // first: with run.epochs, its epoch length sets the run's total steps
   int64_t steps;         // the run's optimizer steps (total_steps above)
   ModelInstance model;
-  FlatParams flat;  // rebinds the model's dense parameters; the optimizer sees its buffers
+  FrozenSummary frozen;  // what does not train ([model] freeze, [lora]), marked on the model
+  bool store_frozen;     // checkpoints hold the frozen weights ([checkpoint] frozen = "include")
+  FlatParams flat;  // rebinds the model's trainable dense parameters; the optimizer sees its buffers
   SparseTables sparse;  // the model's row-sparse tables (ABI 1.7), outside the flat buffers
   OptimizerInstance optimizer;
   std::unique_ptr<OptimizerInstance> sparse_optimizer;  // [sparse_optimizer]: null without sparse tables
@@ -56,9 +63,12 @@ struct Pipeline {
   Pipeline(const RunPlan& c, const RunContext& context)
       : data(c.data, context),
         steps(total_steps(c, data)),
-        model(c.model, with_total_steps(context, steps)),
-        // init_from fills the parameters before the flat buffers take them over
-        flat((init_model_weights(model, c.model_init, c.registry), dense_params(model.params())),
+        model(c.model, with_adapters(with_total_steps(context, steps), c.lora)),
+        // init_from fills the parameters and the frozen ones are set apart before the flat
+        // buffers take the rest over
+        frozen(prepare_model(model, c)),
+        store_frozen(c.checkpoint.frozen == "include"),
+        flat(dense_params(model.params()),
              ShardSpec{shard_mode_from_name(c.distributed.shard), context.rank, context.world_size}),
         sparse(sparse_params(model.params()), model.component().name),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),

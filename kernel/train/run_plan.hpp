@@ -58,6 +58,8 @@ struct ExportSettings {
 struct ModelInitSettings {
   std::string init_from;    // a Hugging Face folder or a Loom checkpoint; empty: the model's own init
   bool init_strict = true;  // refuse weights that do not fit every parameter
+  std::vector<std::string> freeze;    // name patterns of parameters that do not train
+  std::string frozen_dtype = "fp32";  // "fp32" or "bf16" (with run.precision = "bf16")
 };
 
 // [eval_data]'s host-side option (the dataset's own options go to its slot).
@@ -71,6 +73,7 @@ struct RunPlan {
   CheckpointSettings checkpoint;
   EvalSettings eval;
   ModelInitSettings model_init;
+  AdapterSettings lora;                 // [lora]: LoRA adapters; the base then stays frozen
   ExportSettings hf_export;
   SlotConfig model, data, optimizer, schedule;
   SlotConfig sparse_optimizer;          // component null without [sparse_optimizer]: updates the

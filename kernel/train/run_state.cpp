@@ -20,6 +20,7 @@ namespace {
 
 constexpr int kMetadataVersion = 1;
 const std::string kSparseOptimizerPrefix = "sparse_optimizer/";
+const char* const kFrozenChecksumKey = "frozen_checksum";
 
 at::Tensor cpu_copy(const at::Tensor& t) {
   return t.detach().to(at::kCPU, t.scalar_type(), /*non_blocking=*/false, /*copy=*/true).contiguous();
@@ -96,8 +97,9 @@ void add_run_state(Snapshot& s, Pipeline& p, const std::vector<std::string>& dat
       s.tensors.emplace_back(state_name(p.trackers[i]), bytes_tensor(p.trackers[i].save_state()));
 }
 
-nlohmann::json run_metadata(const Progress& progress, size_t world_size, const std::string& resolved_manifest) {
-  return {{"format", "loom-checkpoint"},
+nlohmann::json run_metadata(const Pipeline& p, const Progress& progress, size_t world_size,
+                            const std::string& resolved_manifest) {
+  nlohmann::json out = {{"format", "loom-checkpoint"},
           {"version", kMetadataVersion},
           {"step", progress.step},
           {"tokens", progress.tokens},
@@ -105,6 +107,9 @@ nlohmann::json run_metadata(const Progress& progress, size_t world_size, const s
           {"elapsed_s", progress.elapsed_s},
           {"world_size", world_size},
           {"manifest", resolved_manifest}};
+  // Frozen weights left out ([checkpoint] frozen = "reference"): what a resume must rebuild.
+  if (!p.frozen.checksum.empty() && !p.store_frozen) out[kFrozenChecksumKey] = p.frozen.checksum;
+  return out;
 }
 
 // sharded_checkpoint.hpp's layout: what a reader needs to put the ranks' slices together.
@@ -144,13 +149,14 @@ Snapshot capture_snapshot(Pipeline& p, const Progress& progress, const std::vect
                           const std::string& resolved_manifest) {
   Snapshot s;
   s.step = progress.step;
-  for (const ModelParam& param : p.model.params()) s.tensors.emplace_back("model/" + param.name, cpu_copy(*param.tensor));
+  for (const ModelParam& param : p.model.params())
+    if (!param.frozen || p.store_frozen) s.tensors.emplace_back("model/" + param.name, cpu_copy(*param.tensor));
   for (const auto& st : p.optimizer.state()) s.tensors.emplace_back("optimizer/" + st.name, cpu_copy(*st.tensor));
   if (p.sparse_optimizer)  // per-row state, the same on every rank
     for (const auto& st : p.sparse_optimizer->state())
       s.tensors.emplace_back(kSparseOptimizerPrefix + st.name, cpu_copy(*st.tensor));
   add_run_state(s, p, data_states);
-  s.metadata_json = run_metadata(progress, data_states.size(), resolved_manifest).dump();
+  s.metadata_json = run_metadata(p, progress, data_states.size(), resolved_manifest).dump();
   return s;
 }
 
@@ -178,7 +184,10 @@ Snapshot capture_shard_part(Pipeline& p, const Progress& progress, const std::ve
   nlohmann::json metadata = {{"format", "loom-checkpoint-part"}};
   if (rank == 0) {
     add_run_state(s, p, data_states);
-    metadata = run_metadata(progress, data_states.size(), resolved_manifest);
+    metadata = run_metadata(p, progress, data_states.size(), resolved_manifest);
+    if (p.store_frozen)  // frozen weights are outside the flat buffers: whole, once
+      for (const ModelParam& param : p.model.params())
+        if (param.frozen) s.tensors.emplace_back("model/" + param.name, cpu_copy(*param.tensor));
     metadata["shard"] = shard_layout(p);
   }
   metadata["part"] = {{"rank", rank}, {"slices", slices}};
@@ -216,9 +225,50 @@ RestoredRun read_restored_run(const LoadedCheckpoint& loaded, const std::string&
   return out;
 }
 
-void restore_model(ModelInstance& model, const LoadedCheckpoint& loaded, const std::string& origin) {
+namespace {
+
+// The checksum a checkpoint recorded for the frozen weights it left out; "" when it has none.
+std::string recorded_frozen_checksum(const LoadedCheckpoint& loaded) {
+  const nlohmann::json m = nlohmann::json::parse(loaded.metadata_json, nullptr, /*allow_exceptions=*/false);
+  if (!m.is_object() || !m.contains(kFrozenChecksumKey) || !m[kFrozenChecksumKey].is_string()) return "";
+  return m[kFrozenChecksumKey].get<std::string>();
+}
+
+bool leaves_out_model_tensors(ModelInstance& model, const LoadedCheckpoint& loaded) {
   for (const ModelParam& param : model.params())
-    copy_into(*param.tensor, require(loaded, "model/" + param.name, origin), "model/" + param.name, origin);
+    if (!loaded.tensors.count("model/" + param.name)) return true;
+  return false;
+}
+
+}  // namespace
+
+void restore_model(ModelInstance& model, const LoadedCheckpoint& loaded, const std::string& origin) {
+  bool left_out = false;
+  for (const ModelParam& param : model.params()) {
+    const std::string name = "model/" + param.name;
+    if (param.frozen && !loaded.tensors.count(name)) {
+      left_out = true;
+      continue;
+    }
+    copy_into(*param.tensor, require(loaded, name, origin), name, origin);
+  }
+  if (!left_out) return;
+  // The frozen weights come from the model's source, as when the checkpoint was written.
+  const std::string recorded = recorded_frozen_checksum(loaded);
+  const std::string now = frozen_checksum(model);
+  if (recorded.empty())
+    throw usage_failure(origin + ": the checkpoint holds no frozen weights and no checksum of them; resume with "
+                        "the manifest that wrote it");
+  if (recorded != now)
+    throw usage_failure(origin + ": the frozen weights rebuilt from the model's source (its from folder, "
+                        "[model] init_from and seed) have checksum " + now + ", not the " + recorded +
+                        " the checkpoint recorded: the source changed since. Point the manifest at the same "
+                        "weights, or save with [checkpoint] frozen = \"include\" next time");
+}
+
+void prepare_for_restore(ModelInstance& model, const RunPlan& plan, const LoadedCheckpoint& loaded) {
+  if (leaves_out_model_tensors(model, loaded)) prepare_model(model, plan);
+  else freeze_parameters(model, plan);
 }
 
 std::vector<std::string> nonfinite_tensors(const LoadedCheckpoint& loaded, const std::vector<std::string>& prefixes) {

@@ -39,8 +39,15 @@ struct RestoredRun {
 // not Loom's. `origin` names the checkpoint for messages.
 RestoredRun read_restored_run(const LoadedCheckpoint& loaded, const std::string& origin);
 
-// Copies the model parameters alone (evaluation); throws like restore_tensors.
+// Copies the model parameters alone (evaluation); throws like restore_tensors. Frozen
+// parameters the checkpoint left out ([checkpoint] frozen = "reference") keep the values the
+// model has, which must have the checksum the checkpoint recorded (a usage Failure otherwise).
 void restore_model(ModelInstance& model, const LoadedCheckpoint& loaded, const std::string& origin);
+
+// A model built outside a run (host eval, export, generate) made ready for restore_model: its
+// frozen parameters marked as the run marked them and, when the checkpoint left some weights
+// out, rebuilt from their source first ([model] init_from; train/frozen_params.hpp).
+void prepare_for_restore(ModelInstance& model, const RunPlan& plan, const LoadedCheckpoint& loaded);
 
 // Copies model parameters, optimizer state, RNG state and hook and tracker state into the
 // pipeline; throws a runtime Failure naming what does not fit (missing tensor, other shape).

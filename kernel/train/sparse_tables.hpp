@@ -22,7 +22,7 @@
 
 namespace loom {
 
-// The model's parameters split by LOOM_PARAM_FLAG_SPARSE_ROWS.
+// The model's trainable parameters split by LOOM_PARAM_FLAG_SPARSE_ROWS (frozen ones are in neither).
 std::vector<ModelParam> dense_params(const std::vector<ModelParam>& params);
 std::vector<ModelParam> sparse_params(const std::vector<ModelParam>& params);
 

@@ -57,10 +57,12 @@ class Trainer {
     evaluator_ = build_evaluator(plan, *p_, device_, comm_.get());
     checkpoints_ = build_checkpoints(plan, *p_, run_dir);
     if (plan.hf_export.enabled && env.rank == 0)
-      exporter_ = std::make_unique<PeriodicExport>(plan.hf_export, run_dir, p_->model);
+      exporter_ = std::make_unique<PeriodicExport>(plan.hf_export, run_dir, p_->model, plan.lora);
     spdlog::info("model {}: {} parameters; data {}; optimizer {}; schedule {}", p_->model.component().name,
-                 p_->flat.numel() + p_->sparse.numel(), p_->data.component().name, p_->optimizer.component().name,
-                 p_->schedule.component().name);
+                 p_->frozen.frozen > 0 ? p_->frozen.describe() : std::to_string(p_->flat.numel() + p_->sparse.numel()),
+                 p_->data.component().name, p_->optimizer.component().name, p_->schedule.component().name);
+    for (size_t i = 0; i < p_->frozen.matches.size(); ++i)
+      spdlog::info("[model] freeze \"{}\": {}", p_->frozen.matches[i].first, p_->frozen.match_lists[i]);
     if (p_->sparse_optimizer)
       spdlog::info("{} sparse tables ({} rows of parameters, {:.1f} MiB) outside the flat buffers, updated by "
                    "[sparse_optimizer] {} on the rows each step touches",

@@ -13,6 +13,7 @@
 #include "checkpoint/hf_export.hpp"
 #include "hf_folder.hpp"
 #include "model_harness.hpp"
+#include "reference_io.hpp"
 #include "run_host.hpp"
 
 namespace fs = std::filesystem;
@@ -23,41 +24,12 @@ namespace {
 constexpr int64_t kVocab = 64, kB = 2, kT = 12;
 constexpr double kTolerance = 1e-5;
 
-const std::string kReference =
-    std::string(LOOM_PYTHON_TORCH) + " " + std::string(LOOM_SOURCE_DIR) + "/tests/hf_models/hf_reference.py";
+constexpr const char* kScript = "tests/hf_models/hf_reference.py";
 
-void reference(const std::string& args) {
-  const Result r = run_shell(kReference + " " + args);
-  INFO(r.err);
-  REQUIRE(r.code == 0);
-}
+void reference(const std::string& args) { run_reference(kScript, args); }
 
 nlohmann::json reference_json(const std::string& args, const fs::path& out) {
-  reference(args + " --out " + out.string());
-  return nlohmann::json::parse(read_file(out));
-}
-
-// "1,2,3;4,5,6" for the reference's --ids.
-std::string ids_text(const at::Tensor& ids) {
-  std::string out;
-  for (int64_t b = 0; b < ids.size(0); ++b) {
-    if (b) out += ";";
-    for (int64_t t = 0; t < ids.size(1); ++t) out += (t ? "," : "") + std::to_string(ids[b][t].item<int64_t>());
-  }
-  return "\"" + out + "\"";
-}
-
-at::Tensor as_tensor(const nlohmann::json& nested) {  // [B][T][V] -> double tensor
-  std::vector<double> flat;
-  for (const auto& row : nested)
-    for (const auto& pos : row)
-      for (const auto& v : pos) flat.push_back(v.get<double>());
-  return at::tensor(flat, at::kDouble).view({int64_t(nested.size()), int64_t(nested[0].size()), -1});
-}
-
-// max |loom - ref| / max |ref|
-double relative_error(const at::Tensor& loom, const at::Tensor& ref) {
-  return (loom.to(at::kDouble) - ref).abs().max().item<double>() / ref.abs().max().item<double>();
+  return loom_test::reference_json(kScript, args, out);
 }
 
 std::unique_ptr<loom::ModelInstance> import(const fs::path& dir) {

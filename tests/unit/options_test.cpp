@@ -66,3 +66,27 @@ TEST_CASE("format_option_value writes TOML literals") {
   CHECK(format_option_value(OptionValue{true}) == "true");
   CHECK(format_option_value(OptionValue{std::string("a\"b")}) == "\"a\\\"b\"");
 }
+
+TEST_CASE("a list option takes an array of strings, defaults to empty, and refuses anything else") {
+  OptionSpec list{"freeze", LOOM_OPTION_TYPE_STRING, "[]", false, "patterns"};
+  list.list = true;
+  const auto resolve = [&](const std::string& text) {
+    const toml::table t = toml::parse(std::string_view(text), std::string_view("m.toml"));
+    return resolve_options(t, {list}, "[model]", "see `host describe model`", {});
+  };
+  CHECK(std::get<std::vector<std::string>>(resolve("")["freeze"]).empty());
+  CHECK(std::get<std::vector<std::string>>(resolve("freeze = [\"embed\", \"layers.0.\"]\n")["freeze"]) ==
+        std::vector<std::string>{"embed", "layers.0."});
+  CHECK(format_option_value(resolve("freeze = [\"a\", \"b\"]\n")["freeze"]) == "[ \"a\", \"b\" ]");
+  for (const char* bad : {"freeze = \"embed\"\n", "freeze = [\"a\", 3]\n"}) {
+    CAPTURE(bad);
+    try {
+      resolve(bad);
+      FAIL("accepted");
+    } catch (const Failure& f) {
+      CHECK(std::string(f.what()).find("m.toml:1:10: [model]: option \"freeze\" must be an array of strings") !=
+            std::string::npos);
+    }
+  }
+  CHECK(option_type_name(list) == "strings");
+}

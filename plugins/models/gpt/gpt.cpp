@@ -39,13 +39,22 @@ at::Tensor conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
   return y.view(sizes);  // (B, T, out)
 }
 
+// The same through a layer that may carry a LoRA adapter.
+at::Tensor conv1d(const at::Tensor& x, const loom::AdaptedLinear& layer, const at::Tensor& b, bool training) {
+  return layer.adapt(conv1d(x, layer.weight, b), x, training);
+}
+
 struct Block {
   at::Tensor ln_1_w, ln_1_b;            // (C), (C)
-  at::Tensor c_attn_w, c_attn_b;        // (C, 3C), (3C): q, k, v side by side
-  at::Tensor attn_proj_w, attn_proj_b;  // (C, C), (C)
-  at::Tensor ln_2_w, ln_2_b;            // (C), (C)
-  at::Tensor c_fc_w, c_fc_b;            // (C, 4C), (4C)
-  at::Tensor mlp_proj_w, mlp_proj_b;    // (4C, C), (C)
+  loom::AdaptedLinear c_attn;            // (C, 3C): q, k, v side by side
+  at::Tensor c_attn_b;                   // (3C)
+  loom::AdaptedLinear attn_proj;         // (C, C)
+  at::Tensor attn_proj_b;                // (C)
+  at::Tensor ln_2_w, ln_2_b;             // (C), (C)
+  loom::AdaptedLinear c_fc;              // (C, 4C)
+  at::Tensor c_fc_b;                     // (4C)
+  loom::AdaptedLinear mlp_proj;          // (4C, C)
+  at::Tensor mlp_proj_b;                 // (C)
 };
 
 class GptModel : public CausalLm {
@@ -67,6 +76,11 @@ class GptModel : public CausalLm {
       matmul_params_ += init.numel();
       return add_param(n, std::move(init), flags);
     };
+    // A Conv1D weight (in, out), with a LoRA adapter when [lora] targets the module.
+    const auto conv1d_weight = [&](const std::string& module, at::Tensor init) {
+      matmul_params_ += init.numel();
+      return add_linear(module, std::move(init), 0, ctx, loom::WeightLayout::in_out);
+    };
     const auto bias = [&](const std::string& n, int64_t size) {  // zeros, or none when bias = false
       return s_.bias ? param(n, filled({size}, 0.0), kNoDecay) : at::Tensor();
     };
@@ -79,15 +93,15 @@ class GptModel : public CausalLm {
       Block b;
       b.ln_1_w = param(p + "ln_1.weight", filled({C}, 1.0), kNoDecay);
       b.ln_1_b = bias(p + "ln_1.bias", C);
-      b.c_attn_w = param(p + "attn.c_attn.weight", normal({C, 3 * C}, s_.init_std), 0);
+      b.c_attn = conv1d_weight(p + "attn.c_attn", normal({C, 3 * C}, s_.init_std));
       b.c_attn_b = bias(p + "attn.c_attn.bias", 3 * C);
-      b.attn_proj_w = param(p + "attn.c_proj.weight", normal({C, C}, proj_std), 0);
+      b.attn_proj = conv1d_weight(p + "attn.c_proj", normal({C, C}, proj_std));
       b.attn_proj_b = bias(p + "attn.c_proj.bias", C);
       b.ln_2_w = param(p + "ln_2.weight", filled({C}, 1.0), kNoDecay);
       b.ln_2_b = bias(p + "ln_2.bias", C);
-      b.c_fc_w = param(p + "mlp.c_fc.weight", normal({C, F}, s_.init_std), 0);
+      b.c_fc = conv1d_weight(p + "mlp.c_fc", normal({C, F}, s_.init_std));
       b.c_fc_b = bias(p + "mlp.c_fc.bias", F);
-      b.mlp_proj_w = param(p + "mlp.c_proj.weight", normal({F, C}, proj_std), 0);
+      b.mlp_proj = conv1d_weight(p + "mlp.c_proj", normal({F, C}, proj_std));
       b.mlp_proj_b = bias(p + "mlp.c_proj.bias", C);
       blocks_.push_back(b);
       end_unit();
@@ -134,11 +148,11 @@ class GptModel : public CausalLm {
   // x: (B, T, C) after ln_1 -> the attention branch (B, T, C). Block `index` keeps its keys
   // and values in layout.cache when decoding.
   at::Tensor attention(const Block& b, size_t index, const at::Tensor& x, const Layout& layout) const {
-    const at::Tensor packed = conv1d(x, b.c_attn_w, b.c_attn_b);  // (B, T, 3C)
+    const at::Tensor packed = conv1d(x, b.c_attn, b.c_attn_b, training_);  // (B, T, 3C)
     const at::Tensor merged = !layout.cache && packed_attention_applies(packed, layout.mask, s_.dropout, training_)
                                   ? packed_causal_attention(packed, s_.n_head, layout.mask)  // training on CPU: no copies
                                   : split_heads_attention(packed, index, layout);
-    return maybe_dropout(conv1d(merged, b.attn_proj_w, b.attn_proj_b), s_.dropout, training_);
+    return maybe_dropout(conv1d(merged, b.attn_proj, b.attn_proj_b, training_), s_.dropout, training_);
   }
 
   // packed: (B, T, 3C) -> (B, T, C), the heads as (B, H, T, D) tensors (decoding, dropout, CUDA).
@@ -155,8 +169,8 @@ class GptModel : public CausalLm {
 
   // x: (B, T, C) after ln_2 -> the MLP branch (B, T, C).
   at::Tensor mlp(const Block& b, const at::Tensor& x) const {
-    const at::Tensor h = gelu_tanh(conv1d(x, b.c_fc_w, b.c_fc_b));  // (B, T, F)
-    return maybe_dropout(conv1d(h, b.mlp_proj_w, b.mlp_proj_b), s_.dropout, training_);
+    const at::Tensor h = gelu_tanh(conv1d(x, b.c_fc, b.c_fc_b, training_));  // (B, T, F)
+    return maybe_dropout(conv1d(h, b.mlp_proj, b.mlp_proj_b, training_), s_.dropout, training_);
   }
 
   GptSpec s_;

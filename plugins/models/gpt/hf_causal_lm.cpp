@@ -106,7 +106,9 @@ class HfCausalLm final : public loom::Model {
   void load(const loom::formats::LoadRules& rules) {
     try {
       const loom::formats::HfWeightSource source(dir_);
-      const loom::formats::LoadReport report = loom::formats::load_weights(source, named_params(), rules);
+      // The base weights alone: LoRA adapters ([lora]) are new and keep their initialisation.
+      const loom::formats::LoadReport report =
+          loom::formats::load_weights(source, named_params(LOOM_PARAM_FLAG_ADAPTER), rules);
       if (!report.clean())
         loom::log(LOOM_LOG_LEVEL_WARN, "hf_causal_lm",
                   "strict = false: loaded " + std::to_string(report.loaded) + " tensors from " + dir_ + "; " +

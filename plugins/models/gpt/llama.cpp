@@ -42,20 +42,16 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
 // under 1% (10944 against 11008).
 int64_t llama_ffn_hidden(int64_t C) { return (8 * C / 3 + 31) / 32 * 32; }
 
-// x @ w^T (+ b when the layer has one).
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
-}
-
 struct Layer {
   at::Tensor input_norm;                  // (C)
-  at::Tensor q_proj, k_proj, v_proj;      // (H*D, C), (K*D, C), (K*D, C)
+  loom::AdaptedLinear q_proj, k_proj, v_proj;  // (H*D, C), (K*D, C), (K*D, C)
   at::Tensor q_bias, k_bias, v_bias;      // (H*D), (K*D), (K*D) or undefined
   at::Tensor q_norm, k_norm;              // (D) each or undefined
-  at::Tensor o_proj, o_bias;              // (C, H*D), (C) or undefined
+  loom::AdaptedLinear o_proj;             // (C, H*D)
+  at::Tensor o_bias;                      // (C) or undefined
   at::Tensor post_norm;                   // (C)
-  at::Tensor gate_proj, up_proj;          // (F, C), (F, C)
-  at::Tensor down_proj;                   // (C, F)
+  loom::AdaptedLinear gate_proj, up_proj;  // (F, C), (F, C)
+  loom::AdaptedLinear down_proj;           // (C, F)
 };
 
 class LlamaModel : public CausalLm {
@@ -77,6 +73,11 @@ class LlamaModel : public CausalLm {
       matmul_params_ += init.numel();
       return add_param(n, std::move(init), flags);
     };
+    // A projection: nn.Linear's layout, with a LoRA adapter when [lora] targets it.
+    const auto projection = [&](const std::string& module, at::Tensor init) {
+      matmul_params_ += init.numel();
+      return add_linear(module, std::move(init), 0, ctx);
+    };
 
     // Untied, the input embedding is a lookup only and stays out of the FLOPs' N.
     embed_ = s_.tie_embeddings ? param("model.embed_tokens.weight", normal({V, C}, s_.init_std), kNoDecay)
@@ -85,21 +86,21 @@ class LlamaModel : public CausalLm {
       const std::string p = "model.layers." + std::to_string(i) + ".";
       begin_unit(i);  // each layer is a unit of [distributed] shard = "parameters"
       Layer l;  // registered in Hugging Face's order: self_attn, mlp, then the two norms
-      l.q_proj = param(p + "self_attn.q_proj.weight", normal({H * D, C}, s_.init_std), 0);
+      l.q_proj = projection(p + "self_attn.q_proj", normal({H * D, C}, s_.init_std));
       if (s_.qkv_bias) l.q_bias = add_param(p + "self_attn.q_proj.bias", filled(H * D, 0.0), kNoDecay);
-      l.k_proj = param(p + "self_attn.k_proj.weight", normal({K * D, C}, s_.init_std), 0);
+      l.k_proj = projection(p + "self_attn.k_proj", normal({K * D, C}, s_.init_std));
       if (s_.qkv_bias) l.k_bias = add_param(p + "self_attn.k_proj.bias", filled(K * D, 0.0), kNoDecay);
-      l.v_proj = param(p + "self_attn.v_proj.weight", normal({K * D, C}, s_.init_std), 0);
+      l.v_proj = projection(p + "self_attn.v_proj", normal({K * D, C}, s_.init_std));
       if (s_.qkv_bias) l.v_bias = add_param(p + "self_attn.v_proj.bias", filled(K * D, 0.0), kNoDecay);
-      l.o_proj = param(p + "self_attn.o_proj.weight", normal({C, H * D}, proj_std), 0);
+      l.o_proj = projection(p + "self_attn.o_proj", normal({C, H * D}, proj_std));
       if (s_.o_bias) l.o_bias = add_param(p + "self_attn.o_proj.bias", filled(C, 0.0), kNoDecay);
       if (s_.qk_norm) {
         l.q_norm = add_param(p + "self_attn.q_norm.weight", filled(D, 1.0), kNoDecay);
         l.k_norm = add_param(p + "self_attn.k_norm.weight", filled(D, 1.0), kNoDecay);
       }
-      l.gate_proj = param(p + "mlp.gate_proj.weight", normal({F, C}, s_.init_std), 0);
-      l.up_proj = param(p + "mlp.up_proj.weight", normal({F, C}, s_.init_std), 0);
-      l.down_proj = param(p + "mlp.down_proj.weight", normal({C, F}, proj_std), 0);
+      l.gate_proj = projection(p + "mlp.gate_proj", normal({F, C}, s_.init_std));
+      l.up_proj = projection(p + "mlp.up_proj", normal({F, C}, s_.init_std));
+      l.down_proj = projection(p + "mlp.down_proj", normal({C, F}, proj_std));
       l.input_norm = param(p + "input_layernorm.weight", filled(C, 1.0), kNoDecay);
       l.post_norm = param(p + "post_attention_layernorm.weight", filled(C, 1.0), kNoDecay);
       layers_.push_back(l);
@@ -141,9 +142,9 @@ class LlamaModel : public CausalLm {
   // its rotated keys and values in layout.cache when decoding.
   at::Tensor attention(const Layer& l, size_t index, const at::Tensor& x, const Layout& layout) const {
     const int64_t B = x.size(0), T = x.size(1), H = s_.n_head, K = s_.n_kv_head, D = s_.head_dim;
-    at::Tensor q = linear(x, l.q_proj, l.q_bias).view({B, T, H, D}).transpose(1, 2);  // (B, H, T, D)
-    at::Tensor k = linear(x, l.k_proj, l.k_bias).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
-    at::Tensor v = linear(x, l.v_proj, l.v_bias).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
+    at::Tensor q = l.q_proj(x, l.q_bias, training_).view({B, T, H, D}).transpose(1, 2);  // (B, H, T, D)
+    at::Tensor k = l.k_proj(x, l.k_bias, training_).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
+    at::Tensor v = l.v_proj(x, l.v_bias, training_).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
     if (s_.qk_norm) {  // per head, over D, before the rotation (Qwen3)
       q = rms_norm(q, l.q_norm, s_.rms_norm_eps);
       k = rms_norm(k, l.k_norm, s_.rms_norm_eps);
@@ -153,13 +154,14 @@ class LlamaModel : public CausalLm {
     if (layout.cache) std::tie(k, v) = layout.cache->append(index, k, v);  // (B, K, S, D) each
     const at::Tensor y = causal_attention(q, k, v, layout.mask, s_.dropout, training_);  // (B, H, T, D)
     const at::Tensor merged = y.transpose(1, 2).reshape({B, T, H * D});       // (B, T, H*D)
-    return maybe_dropout(linear(merged, l.o_proj, l.o_bias), s_.dropout, training_);
+    return maybe_dropout(l.o_proj(merged, l.o_bias, training_), s_.dropout, training_);
   }
 
   // x: (B, T, C) after post_attention_layernorm -> the SwiGLU branch (B, T, C).
   at::Tensor mlp(const Layer& l, const at::Tensor& x) const {
-    const at::Tensor h = at::silu(at::linear(x, l.gate_proj)) * at::linear(x, l.up_proj);  // (B, T, F)
-    return maybe_dropout(at::linear(h, l.down_proj), s_.dropout, training_);               // (B, T, C)
+    const at::Tensor none;  // the MLP has no biases
+    const at::Tensor h = at::silu(l.gate_proj(x, none, training_)) * l.up_proj(x, none, training_);  // (B, T, F)
+    return maybe_dropout(l.down_proj(h, none, training_), s_.dropout, training_);                    // (B, T, C)
   }
 
   LlamaSpec s_;

@@ -21,7 +21,8 @@
  * 1.5 sharding: loom_state_tensor.elementwise_group, loom_optimizer_vtable.requirements,
  * LOOM_PARAM_FLAG_PARTIAL; the model's units (loom_param_view.unit, host unit_boundary).
  * 1.6 tracker finish. 1.7 sparse tables (LOOM_PARAM_FLAG_SPARSE_ROWS, loom_sparse_table,
- * optimizer sparse_step), LOOM_METRIC_REDUCTION_ROC_AUC, loom_batch.end_of_data.
+ * optimizer sparse_step), LOOM_METRIC_REDUCTION_ROC_AUC, loom_batch.end_of_data. 1.8 adapters:
+ * loom_context.adapters (loom_adapter_spec), LOOM_PARAM_FLAG_ADAPTER, LOOM_PARAM_FLAG_IN_OUT.
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -57,7 +58,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 7
+#define LOOM_ABI_MINOR 8
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"
@@ -149,7 +150,24 @@ typedef struct loom_context {
   int32_t world_size;    /* data-parallel world size, >= 1 */
   const char* device;    /* owned by the host: "cpu", "cuda:0", ... */
   int64_t total_steps;   /* run.steps */
+  /* (ABI 1.8) Models only: the manifest's [lora] adapters, NULL when it has none (and for
+     every other kind). Borrowed for the create call: copy what you keep. */
+  const struct loom_adapter_spec* adapters;
 } loom_context;
+
+/* (ABI 1.8) Low-rank adapters (LoRA, Hu et al. 2021) a model adds to its linear layers: a layer
+   whose module name (its weight's name without ".weight") equals a target or ends with "." and
+   a target gets y = W x + (alpha / rank) B A dropout(x), with parameters "<module>.lora_A.weight"
+   (rank, in) drawn at random and "<module>.lora_B.weight" (out, rank) starting at zero, both
+   flagged LOOM_PARAM_FLAG_ADAPTER (loom/model.h). <loom/model.hpp>'s add_linear does all of it. */
+typedef struct loom_adapter_spec {
+  size_t struct_size;
+  const char* const* targets; /* borrowed for the create call; target_count module names */
+  size_t target_count;
+  int64_t rank;               /* r >= 1 */
+  double alpha;               /* the scale is alpha / rank */
+  double dropout;             /* on the adapter's input while training; 0 for none */
+} loom_adapter_spec;
 
 /* Byte sink for component state (checkpoints). Borrowed for the call that receives it. */
 typedef struct loom_byte_writer {
@@ -246,6 +264,8 @@ LOOM_ABI_OFFSET(loom_host_api, unit_boundary, 13);
 LOOM_ABI_OFFSET(loom_component, vtable, 6);
 LOOM_ABI_OFFSET(loom_option_spec, doc, 5);
 LOOM_ABI_OFFSET(loom_context, device, 5);
+LOOM_ABI_OFFSET(loom_context, adapters, 7);
+LOOM_ABI_OFFSET(loom_adapter_spec, rank, 3);
 LOOM_ABI_OFFSET(loom_byte_writer, write, 2);
 
 #ifdef __cplusplus

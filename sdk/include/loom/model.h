@@ -24,6 +24,13 @@ typedef struct loom_model loom_model; /* plugin-defined */
    pairs, and hands the touched rows to the [sparse_optimizer], so a step costs in proportion
    to the rows it touched, not the table's size. */
 #define LOOM_PARAM_FLAG_SPARSE_ROWS 2u
+/* (ABI 1.8) A LoRA adapter weight ("<module>.lora_A.weight" or "<module>.lora_B.weight",
+   loom_adapter_spec in loom/core.h). With [lora] only these train; the host freezes the rest,
+   merges them into "<module>.weight" for `host export --merge` and writes them for PEFT. */
+#define LOOM_PARAM_FLAG_ADAPTER 4u
+/* (ABI 1.8) A linear layer's weight stored (in, out), as Hugging Face's GPT-2 Conv1D does, not
+   (out, in): merging an adapter adds (B A)^T, and PEFT's fan_in_fan_out is true. */
+#define LOOM_PARAM_FLAG_IN_OUT 8u
 
 typedef struct loom_param_view {
   size_t struct_size;       /* set by the host to its sizeof; write only fields inside it */

@@ -12,11 +12,13 @@
 //   };
 #pragma once
 
+#include <cmath>
 #include <deque>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <loom/adapters.hpp>
 #include <loom/plugin.hpp>
 #include <loom/torch.hpp>
 
@@ -113,6 +115,36 @@ class Model {
     params_.push_back({std::move(name), init, flags, unit_});
     return init;
   }
+  // A linear layer's weight, registered as "<module>.weight" (flags as add_param's). When the
+  // manifest's [lora] targets the module (ctx.adapters, ABI 1.8), its adapter is registered
+  // right after it: "<module>.lora_A.weight" (rank, in), uniform in +-1/sqrt(in) as nn.Linear's
+  // and PEFT's default (kaiming_uniform with a = sqrt(5)), and "<module>.lora_B.weight"
+  // (out, rank), zero; both flagged LOOM_PARAM_FLAG_ADAPTER. A's draw depends on the run seed and
+  // the module's name alone, so the base's initialisation and the other adapters are unchanged.
+  // Compute the layer with the returned AdaptedLinear (operator(), or adapt() after your own
+  // matmul).
+  AdaptedLinear add_linear(const std::string& module, at::Tensor weight, uint32_t flags, const Context& ctx,
+                           WeightLayout layout = WeightLayout::out_in) {
+    AdaptedLinear out;
+    out.layout = layout;
+    const bool in_out = layout == WeightLayout::in_out;
+    out.weight = add_param(module + ".weight", std::move(weight), flags | (in_out ? LOOM_PARAM_FLAG_IN_OUT : 0u));
+    if (!ctx.adapters.targets_module(module)) return out;
+    if (out.weight.dim() != 2) throw Error("add_linear: " + module + ".weight is not a matrix");
+    const int64_t in = out.weight.size(in_out ? 0 : 1), out_features = out.weight.size(in_out ? 1 : 0);
+    const int64_t rank = ctx.adapters.rank;
+    uint64_t seed = ctx.seed ^ 0x9e3779b97f4a7c15ull;  // FNV-1a over the name, mixed into the run seed
+    for (unsigned char c : module) seed = (seed ^ c) * 0x100000001b3ull;
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+    const at::TensorOptions options = out.weight.options().requires_grad(false);
+    at::Tensor a = at::empty({rank, in}, options.device(at::kCPU)).uniform_(-bound, bound, gen).to(options.device());
+    out.lora_a = add_param(module + ".lora_A.weight", a, LOOM_PARAM_FLAG_ADAPTER);
+    out.lora_b = add_param(module + ".lora_B.weight", at::zeros({out_features, rank}, options), LOOM_PARAM_FLAG_ADAPTER);
+    out.scale = ctx.adapters.scale();
+    out.dropout = ctx.adapters.dropout;
+    return out;
+  }
   // Units (ABI 1.5): the parameters added after begin_unit(k) belong to unit k (a layer),
   // until end_unit(). Units are numbered 0, 1, ... in the order forward runs them. Declare
   // them, and call enter_unit / exit_unit around each unit's forward, and the model trains
@@ -141,9 +173,12 @@ class Model {
     return part.loss_sum(batch);
   }
   // The registered parameters by name, in order (tensors share storage with the model's).
-  std::vector<std::pair<std::string, at::Tensor>> named_params() const {
+  // without: leave out parameters with any of these flags (LOOM_PARAM_FLAG_ADAPTER: the base
+  // weights alone, as a pretrained file holds them).
+  std::vector<std::pair<std::string, at::Tensor>> named_params(uint32_t without = 0) const {
     std::vector<std::pair<std::string, at::Tensor>> out;
-    for (const Param& p : params_) out.emplace_back(p.name, p.tensor);
+    for (const Param& p : params_)
+      if (!(p.flags & without)) out.emplace_back(p.name, p.tensor);
     return out;
   }
   bool training_ = true;

@@ -112,12 +112,32 @@ class Config {
   const loom_config* config_;  // borrowed for the create call
 };
 
+// (ABI 1.8) The manifest's [lora] adapters (loom_adapter_spec); no targets: none asked for.
+struct AdapterSpec {
+  std::vector<std::string> targets;
+  int64_t rank = 0;
+  double alpha = 0, dropout = 0;
+
+  // PEFT's rule: a module is targeted when its name equals a target or ends with "." + target.
+  bool targets_module(const std::string& module) const {
+    for (const std::string& t : targets) {
+      if (module == t) return true;
+      if (module.size() > t.size() && module.compare(module.size() - t.size(), t.size(), t) == 0 &&
+          module[module.size() - t.size() - 1] == '.')
+        return true;
+    }
+    return false;
+  }
+  double scale() const { return rank > 0 ? alpha / static_cast<double>(rank) : 0.0; }
+};
+
 // Where an instance runs; strings copied so the instance may keep them.
 struct Context {
   std::string slot, run_dir, device;
   uint64_t seed = 0;
   int32_t rank = 0, world_size = 1;
   int64_t total_steps = 0;
+  AdapterSpec adapters;  // models only (ABI 1.8)
 
   explicit Context(const loom_context* in) {
     const loom_context c = read_in(in);
@@ -128,6 +148,14 @@ struct Context {
     rank = c.rank;
     world_size = c.world_size > 0 ? c.world_size : 1;
     total_steps = c.total_steps;
+    if (c.adapters != nullptr) {  // zero when the host is older than 1.8 (read_in)
+      const loom_adapter_spec a = read_in(c.adapters);
+      for (size_t i = 0; i < a.target_count && a.targets != nullptr; ++i)
+        if (a.targets[i] != nullptr) adapters.targets.emplace_back(a.targets[i]);
+      adapters.rank = a.rank;
+      adapters.alpha = a.alpha;
+      adapters.dropout = a.dropout;
+    }
   }
 };
 

@@ -1,0 +1,61 @@
+// reference_io.hpp: talking to the independent Python references (hf_reference.py,
+// tests/finetune/lora_reference.py): token ids as their --ids text, their JSON arrays as
+// tensors, and the relative error the tests bound.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "run_host.hpp"
+
+namespace loom_test {
+
+// Runs `python3 script args` and requires it to succeed.
+inline void run_reference(const std::string& script, const std::string& args) {
+  const Result r = run_shell(std::string(LOOM_PYTHON_TORCH) + " " + LOOM_SOURCE_DIR + "/" + script + " " + args);
+  INFO(r.err);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+}
+
+// The same with --out FILE, parsed.
+inline nlohmann::json reference_json(const std::string& script, const std::string& args,
+                                     const std::filesystem::path& out) {
+  run_reference(script, args + " --out " + out.string());
+  return nlohmann::json::parse(read_file(out));
+}
+
+// "1,2,3;4,5,6" (quoted) for a reference's --ids.
+inline std::string ids_text(const at::Tensor& ids) {
+  std::string out;
+  for (int64_t b = 0; b < ids.size(0); ++b) {
+    if (b) out += ";";
+    for (int64_t t = 0; t < ids.size(1); ++t) out += (t ? "," : "") + std::to_string(ids[b][t].item<int64_t>());
+  }
+  return "\"" + out + "\"";
+}
+
+// A nested JSON array of numbers (any depth) as a double tensor of its shape.
+inline at::Tensor as_tensor(const nlohmann::json& nested) {
+  std::vector<int64_t> shape;
+  for (const nlohmann::json* level = &nested; level->is_array(); level = &(*level)[0]) shape.push_back(level->size());
+  std::vector<double> flat;
+  const auto collect = [&flat](const nlohmann::json& node, const auto& self) -> void {
+    if (!node.is_array()) return flat.push_back(node.get<double>());
+    for (const auto& item : node) self(item, self);
+  };
+  collect(nested, collect);
+  return at::tensor(flat, at::kDouble).view(shape);
+}
+
+// max |loom - ref| / max |ref|
+inline double relative_error(const at::Tensor& loom, const at::Tensor& ref) {
+  return (loom.to(at::kDouble) - ref).abs().max().item<double>() / ref.abs().max().item<double>();
+}
+
+}  // namespace loom_test
