@@ -85,7 +85,7 @@ void check_lora_targets(const std::vector<ModelParam>& params, const RunPlan& pl
 }  // namespace
 
 std::string FrozenSummary::describe() const {
-  std::string out = with_commas(trained) + " train, " + with_commas(frozen) + " frozen";
+  std::string out = with_commas(trained) + " parameters train, " + with_commas(frozen) + " frozen";
   std::string detail;
   for (const auto& [pattern, count] : matches)
     detail += (detail.empty() ? "" : "; ") + ("freeze \"" + pattern + "\": " + std::to_string(count) +

@@ -24,7 +24,7 @@ struct FrozenSummary {
   std::vector<std::pair<std::string, size_t>> matches;  // per freeze pattern: tensors it matched
   std::vector<std::string> match_lists;                 // per freeze pattern: the first names it matched
   std::string checksum;                                 // frozen_checksum(); "" when nothing is frozen
-  // "123,456 train, 7,890 frozen (freeze \"embed\": 1 tensor; LoRA: 8 adapter tensors)"
+  // "123,456 parameters train, 7,890 frozen (freeze \"embed\": 1 tensor; LoRA: 8 adapter tensors)"
   std::string describe() const;
 };
 

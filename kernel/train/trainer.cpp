@@ -58,8 +58,9 @@ class Trainer {
     checkpoints_ = build_checkpoints(plan, *p_, run_dir);
     if (plan.hf_export.enabled && env.rank == 0)
       exporter_ = std::make_unique<PeriodicExport>(plan.hf_export, run_dir, p_->model, plan.lora);
-    spdlog::info("model {}: {} parameters; data {}; optimizer {}; schedule {}", p_->model.component().name,
-                 p_->frozen.frozen > 0 ? p_->frozen.describe() : std::to_string(p_->flat.numel() + p_->sparse.numel()),
+    spdlog::info("model {}: {}; data {}; optimizer {}; schedule {}", p_->model.component().name,
+                 p_->frozen.frozen > 0 ? p_->frozen.describe()
+                                       : std::to_string(p_->flat.numel() + p_->sparse.numel()) + " parameters",
                  p_->data.component().name, p_->optimizer.component().name, p_->schedule.component().name);
     for (size_t i = 0; i < p_->frozen.matches.size(); ++i)
       spdlog::info("[model] freeze \"{}\": {}", p_->frozen.matches[i].first, p_->frozen.match_lists[i]);
@@ -160,11 +161,14 @@ class Trainer {
     params += p_->sparse.bytes();
     if (p_->sparse_optimizer)
       for (const auto& st : p_->sparse_optimizer->state()) state += static_cast<int64_t>(st.tensor->nbytes());
+    int64_t frozen = 0;  // outside the flat buffers, whole on every rank
+    for (const ModelParam& param : p_->model.params())
+      if (param.frozen) frozen += static_cast<int64_t>(param.tensor->nbytes());
     const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
-    spdlog::info("held per rank between steps: parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer state {:.1f} MiB "
-                 "(shard {}, {} rank{})",
-                 mib(params), mib(grads), mib(state), shard_mode_name(p_->flat.shard().mode), world_size(),
-                 world_size() == 1 ? "" : "s");
+    spdlog::info("held per rank between steps: parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer state {:.1f} MiB"
+                 "{} (shard {}, {} rank{})",
+                 mib(params), mib(grads), mib(state), frozen > 0 ? fmt::format(", frozen weights {:.1f} MiB", mib(frozen)) : "",
+                 shard_mode_name(p_->flat.shard().mode), world_size(), world_size() == 1 ? "" : "s");
   }
 
   // One optimizer step (progress_.step + 1); returns the hooks' merged requests.

@@ -77,7 +77,9 @@ TEST_CASE("frozen modules come out bit-identical to the pretrained folder; the r
                        "--set 'model.freeze=[\"embed_tokens\", \"layers.0.\"]' --set checkpoint.frozen=include");
   REQUIRE_MESSAGE(r.code == 0, r.err);
   // The start line says how many elements train and what each pattern matched.
-  CHECK(contains(r.err, "freeze \"embed_tokens\": 1 tensor; freeze \"layers.0.\": 9 tensors"));
+  CHECK(contains(r.err, "parameters train, "));
+  CHECK(contains(r.err, "frozen (freeze \"embed_tokens\": 1 tensor; freeze \"layers.0.\": 9 tensors)"));
+  CHECK(contains(r.err, "[model] freeze \"layers.0.\": model.layers.0.self_attn.q_proj.weight, "));
   const loom::formats::HfWeights weights(base.string());
   const CheckpointTensors trained(dir / "frozen" / "checkpoints" / "step-6");
   size_t frozen = 0, changed = 0;
