@@ -139,10 +139,11 @@ std::vector<std::pair<std::string, at::Tensor>> hf_weights(ModelInstance& model,
     const std::string module = ends_with(p.name, ".weight") ? p.name.substr(0, p.name.size() - 7) : "";
     const auto a = by_name.find(module + ".lora_A.weight"), b = by_name.find(module + ".lora_B.weight");
     if (!module.empty() && a != by_name.end() && b != by_name.end()) {
-      // W + scale B A, in fp32 whatever the base is stored in
+      // W + scale B A in fp32, whatever the base is stored in (a bf16 frozen base is not rounded
+      // twice: the sum goes to options.dtype directly)
       at::Tensor delta = at::matmul(b->second->tensor->detach().to(at::kFloat), a->second->tensor->detach().to(at::kFloat));
       if (p.flags & LOOM_PARAM_FLAG_IN_OUT) delta = delta.t();
-      t = (t.to(at::kFloat) + delta.to(t.device()) * options.adapter_scale).to(t.scalar_type());
+      t = t.to(at::kFloat) + delta.to(t.device()) * options.adapter_scale;
     }
     out.emplace_back(p.name, t);
   }
