@@ -59,8 +59,7 @@ constexpr loom_option_type option_type_of() {
 template <class T>
 std::string default_text_of(const T& value) {
   if constexpr (std::is_same_v<T, std::string>) return value;
-  else if constexpr (std::is_same_v<T, std::vector<std::string>>) return value.empty() ? "[]" : "(not empty)";
-  else return format_option_value(value);
+  else return format_option_value(value);  // a list: "[]" (host list options default to empty; parse_default)
 }
 
 }  // namespace detail

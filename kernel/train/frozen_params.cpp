@@ -64,6 +64,7 @@ void check_lora_targets(const std::vector<ModelParam>& params, const RunPlan& pl
       adapted.push_back(p.name.substr(0, p.name.size() - std::strlen(kLoraA)));
   for (const std::string& target : plan.lora.targets) {
     bool found = false;
+    // loom::AdapterSpec::targets_module's rule (PEFT's), seen from the adapters the model added
     for (const std::string& module : adapted) found |= module == target || ends_with(module, "." + target);
     if (found) continue;
     std::set<std::string> last;  // what the model's matrices' modules are called, as a hint
