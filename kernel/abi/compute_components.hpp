@@ -41,9 +41,13 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
  public:
   ModelInstance(const SlotConfig& slot, const RunContext& run);
   std::vector<ModelParam> params();
-  // Marks these parameters frozen in what params() returns (train/frozen_params.hpp).
-  void set_frozen(std::set<std::string> names) { frozen_ = std::move(names); }
-  bool has_frozen() const { return !frozen_.empty(); }
+  // Marks these parameters frozen in what params() returns, with the checksum of their values
+  // (train/frozen_params.hpp): frozen weights never change, so it is computed once.
+  void set_frozen(std::set<std::string> names, std::string checksum) {
+    frozen_ = std::move(names);
+    frozen_checksum_ = std::move(checksum);
+  }
+  const std::string& frozen_checksum() const { return frozen_checksum_; }  // "" when nothing is frozen
   // One micro-batch's loss sum, units and metrics; fields: the batch's other named fields.
   // batch_from names the dataset ("[data] fields_data") in a failure, when the batch had fields.
   ForwardResult forward(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields = {},
@@ -66,6 +70,7 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
 
  private:
   std::set<std::string> frozen_;
+  std::string frozen_checksum_;
 };
 
 struct Batch {

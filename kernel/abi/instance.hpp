@@ -32,6 +32,7 @@ struct AdapterSettings {
   int64_t rank = 8;
   double alpha = 16;
   double dropout = 0;
+  double scale() const { return alpha / static_cast<double>(rank); }  // what B A x is multiplied by
 };
 
 // What every component instance learns about the run.

@@ -27,13 +27,6 @@ const char* torch_dtype_name(at::ScalarType t) {
   return t == at::kBFloat16 ? "bfloat16" : t == at::kHalf ? "float16" : "float32";
 }
 
-void write_json(const fs::path& path, const nlohmann::json& value) {
-  const std::string text = value.dump(2) + "\n";
-  formats::OutputFile file(path.string());
-  file.write(text.data(), text.size());
-  file.commit();
-}
-
 struct Shard {
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   uint64_t bytes = 0;
@@ -110,6 +103,13 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 }  // namespace
+
+void write_json(const fs::path& path, const nlohmann::json& value) {
+  const std::string text = value.dump(2) + "\n";
+  formats::OutputFile file(path.string());
+  file.write(text.data(), text.size());
+  file.commit();
+}
 
 const formats::DType* safetensors_dtype(at::ScalarType t) {
   switch (t) {

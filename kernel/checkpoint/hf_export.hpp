@@ -6,6 +6,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -27,6 +28,9 @@ struct HfExportOptions {
   bool merge_adapters = false;
   double adapter_scale = 0;  // [lora] alpha / rank
 };
+
+// A JSON file as transformers writes its configs: indented by 2, a newline at the end.
+void write_json(const std::filesystem::path& path, const nlohmann::json& value);
 
 // The safetensors dtype of a LibTorch dtype; nullptr when the format has none for it.
 const formats::DType* safetensors_dtype(at::ScalarType type);

@@ -5,7 +5,6 @@
 
 #include "base/failure.hpp"
 #include "checkpoint/hf_export.hpp"
-#include "files.hpp"
 #include "peft_adapter.hpp"
 
 namespace fs = std::filesystem;
@@ -38,10 +37,7 @@ PeftExportResult export_peft_folder(ModelInstance& model, const fs::path& out, c
   PeftExportResult result;
   result.base_model = config.base_model;
   write_new_folder(out, "export", [&](const fs::path& staging) {
-    const std::string text = formats::peft_lora_config_json(config).dump(2) + "\n";
-    formats::OutputFile file((staging / formats::kPeftConfig).string());
-    file.write(text.data(), text.size());
-    file.commit();
+    write_json(staging / formats::kPeftConfig, formats::peft_lora_config_json(config));
     std::vector<formats::OutgoingTensor> tensors;
     for (const auto& [name, t] : adapters) {
       tensors.push_back({name, safetensors_dtype(t.scalar_type()), t.sizes().vec(), t.data_ptr()});

@@ -40,7 +40,7 @@ int command_export(const CommandLine& line) {
   options.dtype = dtype;
   options.max_shard_bytes = max_shard_bytes;
   options.merge_adapters = line.merge;
-  options.adapter_scale = rebuilt->adapters.alpha / static_cast<double>(rebuilt->adapters.rank);
+  options.adapter_scale = rebuilt->adapters.scale();
   spdlog::info("exporting {} (step {}) as a Hugging Face folder{}", rebuilt->source.string(), rebuilt->step,
                line.merge ? ", LoRA adapters merged" : "");
   const HfExportResult r = export_hf_folder(*rebuilt->model, line.out, options);

@@ -88,9 +88,9 @@ void check_lora_targets(const std::vector<ModelParam>& params, const RunPlan& pl
 std::string FrozenSummary::describe() const {
   std::string out = with_commas(trained) + " parameters train, " + with_commas(frozen) + " frozen";
   std::string detail;
-  for (const auto& [pattern, count] : matches)
-    detail += (detail.empty() ? "" : "; ") + ("freeze \"" + pattern + "\": " + std::to_string(count) +
-                                               (count == 1 ? " tensor" : " tensors"));
+  for (const Match& m : matches)
+    detail += (detail.empty() ? "" : "; ") + ("freeze \"" + m.pattern + "\": " + std::to_string(m.tensors) +
+                                               (m.tensors == 1 ? " tensor" : " tensors"));
   if (adapter_tensors > 0)
     detail += (detail.empty() ? "" : "; ") + ("LoRA: " + std::to_string(adapter_tensors) + " adapter tensors");
   return detail.empty() ? out : out + " (" + detail + ")";
@@ -102,15 +102,13 @@ FrozenSummary freeze_parameters(ModelInstance& model, const RunPlan& plan) {
   FrozenSummary out;
   std::set<std::string> frozen;
   for (const std::string& pattern : plan.model_init.freeze) {
-    size_t count = 0;
     std::vector<ModelParam> matched;
     for (const ModelParam& p : params)
-      if (freeze_pattern_matches(pattern, p.name)) ++count, frozen.insert(p.name), matched.push_back(p);
-    if (count == 0)
+      if (freeze_pattern_matches(pattern, p.name)) frozen.insert(p.name), matched.push_back(p);
+    if (matched.empty())
       throw usage_failure("[model] freeze: \"" + pattern + "\" matches no parameter of model " + name + " (they are " +
                           first_names(params, 6) + "); fix or remove the pattern");
-    out.matches.emplace_back(pattern, count);
-    out.match_lists.push_back(first_names(matched, 4));
+    out.matches.push_back({pattern, matched.size(), first_names(matched, 4)});
   }
   if (plan.lora.enabled) {
     check_lora_targets(params, plan, name);
@@ -133,19 +131,18 @@ FrozenSummary freeze_parameters(ModelInstance& model, const RunPlan& plan) {
       continue;
     }
     out.frozen += p.tensor->numel();
-    ++out.frozen_tensors;
     p.tensor->requires_grad_(false);
     if (bf16 && at::isFloatingType(p.tensor->scalar_type())) p.tensor->set_data(p.tensor->detach().to(at::kBFloat16));
   }
   if (out.trained == 0)
     throw usage_failure("[model] freeze: every parameter of model " + name + " is frozen, so nothing would train; "
                         "remove a pattern");
-  model.set_frozen(std::move(frozen));
-  out.checksum = frozen_checksum(model);
+  std::string checksum = frozen_checksum(params, frozen);
+  model.set_frozen(std::move(frozen), std::move(checksum));
   return out;
 }
 
-std::string frozen_checksum(ModelInstance& model) {
+std::string frozen_checksum(const std::vector<ModelParam>& params, const std::set<std::string>& frozen) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a's offset basis and prime, applied to 8-byte words
   const auto mix = [&h](uint64_t word) { h = (h ^ word) * 0x100000001b3ull; };
   const auto mix_bytes = [&](const unsigned char* data, size_t size) {
@@ -160,8 +157,8 @@ std::string frozen_checksum(ModelInstance& model) {
     mix(tail ^ (uint64_t(size) << 56));
   };
   bool any = false;
-  for (const ModelParam& p : model.params()) {
-    if (!p.frozen) continue;
+  for (const ModelParam& p : params) {
+    if (!frozen.count(p.name)) continue;
     any = true;
     const std::string header = p.name + "|" + c10::toString(p.tensor->scalar_type()) + "|" +
                                c10::str(p.tensor->sizes());

@@ -17,7 +17,7 @@ PeriodicExport::PeriodicExport(const ExportSettings& settings, const fs::path& r
   options_.max_shard_bytes = parse_byte_size(settings.max_shard_size, "[export] max_shard_size");
   // A LoRA run's exports are whole models: adapters merged into their base weights.
   options_.merge_adapters = lora.enabled;
-  options_.adapter_scale = lora.alpha / static_cast<double>(lora.rank);
+  options_.adapter_scale = lora.scale();
   dir_ = fs::path(settings.dir).is_absolute() ? fs::path(settings.dir) : run_dir / settings.dir;
   if (model.hugging_face().empty())
     throw usage_failure("[export]: the model `" + std::string(model.component().name) +

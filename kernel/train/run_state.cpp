@@ -108,7 +108,7 @@ nlohmann::json run_metadata(const Pipeline& p, const Progress& progress, size_t 
           {"world_size", world_size},
           {"manifest", resolved_manifest}};
   // Frozen weights left out ([checkpoint] frozen = "reference"): what a resume must rebuild.
-  if (!p.frozen.checksum.empty() && !p.store_frozen) out[kFrozenChecksumKey] = p.frozen.checksum;
+  if (!p.model.frozen_checksum().empty() && !p.store_frozen) out[kFrozenChecksumKey] = p.model.frozen_checksum();
   return out;
 }
 
@@ -255,7 +255,7 @@ void restore_model(ModelInstance& model, const LoadedCheckpoint& loaded, const s
   if (!left_out) return;
   // The frozen weights come from the model's source, as when the checkpoint was written.
   const std::string recorded = recorded_frozen_checksum(loaded);
-  const std::string now = frozen_checksum(model);
+  const std::string& now = model.frozen_checksum();
   if (recorded.empty())
     throw usage_failure(origin + ": the checkpoint holds no frozen weights and no checksum of them; resume with "
                         "the manifest that wrote it");

@@ -62,8 +62,8 @@ class Trainer {
                  p_->frozen.frozen > 0 ? p_->frozen.describe()
                                        : std::to_string(p_->flat.numel() + p_->sparse.numel()) + " parameters",
                  p_->data.component().name, p_->optimizer.component().name, p_->schedule.component().name);
-    for (size_t i = 0; i < p_->frozen.matches.size(); ++i)
-      spdlog::info("[model] freeze \"{}\": {}", p_->frozen.matches[i].first, p_->frozen.match_lists[i]);
+    for (const FrozenSummary::Match& m : p_->frozen.matches)
+      spdlog::info("[model] freeze \"{}\": {}", m.pattern, m.first_names);
     if (p_->sparse_optimizer)
       spdlog::info("{} sparse tables ({} rows of parameters, {:.1f} MiB) outside the flat buffers, updated by "
                    "[sparse_optimizer] {} on the rows each step touches",
