@@ -2,9 +2,11 @@
 
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <mutex>
 
@@ -29,6 +31,9 @@ class StderrSink final : public spdlog::sinks::base_sink<std::mutex> {
   bool tty_;
 };
 
+// What a rank logs before it joins the run folder: a few dozen lines at most.
+constexpr size_t kLinesBeforeJoining = 512;
+
 std::string pattern(int rank, int world_size) {
   return (world_size > 1 ? "[rank " + std::to_string(rank) + "] " : std::string()) + "%l: %v";
 }
@@ -36,19 +41,32 @@ std::string pattern(int rank, int world_size) {
 }  // namespace
 
 void log_setup(int rank, int world_size, bool verbose) {
-  auto logger = std::make_shared<spdlog::logger>("loom", std::make_shared<StderrSink>());
-  logger->set_pattern(pattern(rank, world_size));
+  auto stderr_sink = std::make_shared<StderrSink>();
+  auto logger = std::make_shared<spdlog::logger>("loom", stderr_sink);
   logger->set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+  if (world_size > 1) {
+    // Rank 0 speaks for the run on the terminal; the others show only warnings and errors there
+    // (prefixed with their rank) and keep everything in their own log file. Until the rank
+    // joins the run folder, its lines wait in memory.
+    if (rank != 0) stderr_sink->set_level(spdlog::level::warn);
+    logger->sinks().push_back(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(kLinesBeforeJoining));
+  }
+  logger->set_pattern(pattern(rank, world_size));  // for every sink, so after they are all in
   spdlog::set_default_logger(logger);
 }
 
 void log_join_run(int rank, int world_size, const std::string& file) {
   auto logger = spdlog::default_logger();
-  // Rank 0 speaks for the run on the terminal; the others show only warnings and errors there
-  // (prefixed with their rank) and keep everything in their own log file.
-  if (rank != 0)
-    for (auto& sink : logger->sinks()) sink->set_level(spdlog::level::warn);
-  logger->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file));
+  auto& sinks = logger->sinks();
+  for (auto it = sinks.begin(); it != sinks.end(); ++it) {
+    auto waiting = std::dynamic_pointer_cast<spdlog::sinks::ringbuffer_sink_mt>(*it);
+    if (!waiting) continue;
+    std::ofstream earlier(file, std::ios::app);
+    for (const std::string& line : waiting->last_formatted()) earlier << line;
+    sinks.erase(it);
+    break;
+  }
+  sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file));
   logger->set_pattern(pattern(rank, world_size));
   logger->flush_on(spdlog::level::info);  // a rank that dies still leaves its last lines
 }

@@ -1,8 +1,12 @@
 #include "base/signals.hpp"
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace loom {
@@ -31,7 +35,50 @@ void on_signal(int signo) {
   (void)ignored;
 }
 
+volatile pid_t g_launcher = 0;
+char g_launcher_gone[256];  // the line printed on the way out, written before the handler is set
+size_t g_launcher_gone_length = 0;
+
+void say_launcher_gone_and_exit() {
+  ssize_t ignored = write(STDERR_FILENO, g_launcher_gone, g_launcher_gone_length);
+  (void)ignored;
+  ::_exit(1);
+}
+
+void on_launcher_gone(int signo) {
+  if (::getppid() == g_launcher) {  // not from the kernel: a SIGHUP with its usual meaning
+    std::signal(signo, SIG_DFL);
+    std::raise(signo);
+    return;
+  }
+  say_launcher_gone_and_exit();
+}
+
 }  // namespace
+
+bool end_with_parent(pid_t launcher) {
+  return ::prctl(PR_SET_PDEATHSIG, kLauncherGoneSignal) == 0 && ::getppid() == launcher;
+}
+
+void stop_with_launcher(int rank) {
+  const char* text = std::getenv(kLauncherPidVariable);
+  if (text == nullptr) return;
+  const long pid = std::strtol(text, nullptr, 10);
+  ::unsetenv(kLauncherPidVariable);  // not for processes this rank may start
+  if (pid <= 1) return;
+  g_launcher = static_cast<pid_t>(pid);
+  const int n = std::snprintf(g_launcher_gone, sizeof g_launcher_gone,
+                              "[rank %d] error: the launcher (pid %ld) is gone; this rank stops now. Checkpoints "
+                              "are whole: the same command again resumes from the newest\n",
+                              rank, pid);
+  g_launcher_gone_length = n < 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof g_launcher_gone - 1);
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = &on_launcher_gone;
+  sigemptyset(&action.sa_mask);
+  sigaction(kLauncherGoneSignal, &action, nullptr);
+  if (::getppid() != g_launcher) say_launcher_gone_and_exit();  // gone before the handler was set
+}
 
 SignalWatch::SignalWatch(bool saves) {
   g_requested = 0;

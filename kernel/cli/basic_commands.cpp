@@ -17,6 +17,7 @@
 #include "base/signals.hpp"
 #include "config/manifest.hpp"
 #include "cli/run_folder.hpp"
+#include "cli/run_lock.hpp"
 #include "config/plan.hpp"
 #include "dist/dist_env.hpp"
 #include "train/evaluate_checkpoint.hpp"
@@ -58,24 +59,34 @@ std::unique_ptr<Loaded> load_everything(const std::string& path, const std::vect
   return out;
 }
 
+// The run's log file, beside the other ranks': rank 0 after it took the folder's lock, the
+// others once every rank met (so a rank of a second job on a locked folder writes nothing).
+void join_run_log(const fs::path& run_dir, const DistEnv& env) {
+  std::error_code ec;
+  fs::create_directories(run_dir / "logs", ec);
+  if (ec) throw runtime_failure(run_dir.string() + ": cannot create the run's logs folder: " + ec.message());
+  if (env.world_size > 1)
+    log_join_run(env.rank, env.world_size, (run_dir / "logs" / ("rank-" + std::to_string(env.rank) + ".log")).string());
+}
+
 }  // namespace
 
 int command_run(const CommandLine& line) {
   const DistEnv env = read_dist_env();
+  stop_with_launcher(env.rank);
   if (env.world_size > 1) log_setup(env.rank, env.world_size, line.verbose);
   auto loaded = load_everything(line.args.at(0), line.overrides);
   const RunSettings& run = loaded->plan.run;
   check_run_plan(loaded->plan, env);  // nothing is written before every manifest check passed
   const fs::path run_dir = fs::path(run.dir) / run.name;
-  // Rank 0 alone: other ranks may look after rank 0 has begun writing this run's files.
-  if (env.rank == 0) check_run_folder(run_dir, loaded->plan, line.overwrite);
-  std::error_code ec;
-  fs::create_directories(run_dir / "logs", ec);
-  if (ec) throw runtime_failure(run_dir.string() + ": cannot create the run directory: " + ec.message());
-  if (env.world_size > 1)
-    log_join_run(env.rank, env.world_size, (run_dir / "logs" / ("rank-" + std::to_string(env.rank) + ".log")).string());
-  if (env.rank == 0) {  // shared outputs come from rank 0 alone
-    std::ofstream out(run_dir / "manifest.toml");
+  // Rank 0 alone takes the lock and checks the folder; the others write nothing until they met
+  // rank 0, which holds the lock by then.
+  std::unique_ptr<RunFolderLock> lock;
+  if (env.rank == 0) {
+    lock = std::make_unique<RunFolderLock>(run_dir);
+    check_run_folder(run_dir, loaded->plan, line.overwrite);
+    join_run_log(run_dir, env);
+    std::ofstream out(run_dir / "manifest.toml");  // shared outputs come from rank 0 alone
     out << "# Resolved manifest of this run: every default filled in.\n" << loaded->plan.resolved_manifest << "\n";
     if (!out) throw runtime_failure((run_dir / "manifest.toml").string() + ": cannot write the resolved manifest");
     write_run_status(run_dir, "running");
@@ -83,7 +94,9 @@ int command_run(const CommandLine& line) {
   spdlog::info("run {}: {} steps, writing to {}", run.name, run.steps, run_dir.string());
   TrainSummary s;
   try {
-    s = train(loaded->plan, run_dir.string(), env);
+    s = train(loaded->plan, run_dir.string(), env, [&] {
+      if (env.rank != 0) join_run_log(run_dir, env);
+    });
   } catch (const Failure& f) {
     if (env.rank == 0) write_run_status(run_dir, "failed", f.what());
     throw;

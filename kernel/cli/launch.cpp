@@ -1,6 +1,7 @@
 // `host launch`: starts the ranks of a data-parallel run on this node without Python. Each
 // rank is this same binary with the torchrun variables set; the launcher forwards SIGINT and
-// SIGTERM, and when one rank fails it says which and stops the others.
+// SIGTERM, and when one rank fails it says which and stops the others. When the launcher itself
+// dies (SIGKILL, an OOM kill), the kernel tells every rank, which then ends (base/signals.hpp).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 
 #include "cli/commands.hpp"
 #include "base/failure.hpp"
+#include "base/signals.hpp"
 
 namespace loom {
 namespace {
@@ -67,6 +69,7 @@ int command_launch(const CommandLine& o) {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
+  const pid_t launcher = ::getpid();
   std::vector<pid_t> pids;
   for (int local = 0; local < o.nproc_per_node; ++local) {
     const int rank = o.node_rank * o.nproc_per_node + local;
@@ -74,6 +77,8 @@ int command_launch(const CommandLine& o) {
     if (pid < 0) throw runtime_failure(std::string("launch: fork failed: ") + std::strerror(errno));
     if (pid == 0) {
       ::setpgid(0, 0);  // the terminal's Ctrl-C reaches the launcher, which forwards it once
+      if (!end_with_parent(launcher)) ::_exit(static_cast<int>(ExitCode::runtime));
+      setenv(kLauncherPidVariable, std::to_string(launcher).c_str(), 1);
       setenv("RANK", std::to_string(rank).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);

@@ -10,6 +10,7 @@
 
 #include "base/failure.hpp"
 #include "checkpoint/checkpoint_manager.hpp"
+#include "cli/run_lock.hpp"
 
 namespace fs = std::filesystem;
 
@@ -33,7 +34,9 @@ std::vector<std::string> outputs_in(const fs::path& run_dir, const CheckpointSet
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name == "manifest.toml" || name == kRunStatusFile || name == "logs" || fs::path(name) == checkpoints) continue;
+    if (name == "manifest.toml" || name == kRunStatusFile || name == kRunLockFile || name == "logs" ||
+        fs::path(name) == checkpoints)
+      continue;
     out.push_back(name);
   }
   return out;
@@ -47,14 +50,14 @@ std::string earlier_status(const fs::path& run_dir) {
   return j.is_object() && j.contains("status") && j["status"].is_string() ? j["status"].get<std::string>() : "";
 }
 
-std::string now_text() {
+}  // namespace
+
+std::string utc_timestamp() {
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
 }
-
-}  // namespace
 
 void check_run_folder(const fs::path& run_dir, const RunPlan& plan, bool overwrite) {
   std::error_code ec;
@@ -82,9 +85,9 @@ void check_run_folder(const fs::path& run_dir, const RunPlan& plan, bool overwri
 }
 
 void write_run_status(const fs::path& run_dir, const std::string& status, const std::string& message) {
-  static const std::string started = now_text();  // this process's start
+  static const std::string started = utc_timestamp();  // this process's start
   nlohmann::json j = {{"status", status}, {"started", started}};
-  if (status != "running") j["ended"] = now_text();
+  if (status != "running") j["ended"] = utc_timestamp();
   if (!message.empty()) j["message"] = message;
   const fs::path tmp = run_dir / (std::string(kRunStatusFile) + ".tmp");
   std::error_code ec;

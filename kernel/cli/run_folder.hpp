@@ -22,6 +22,9 @@ inline constexpr const char* kRunStatusFile = "status.json";
 // anything is written into run_dir.
 void check_run_folder(const std::filesystem::path& run_dir, const RunPlan& plan, bool overwrite);
 
+// Now in UTC, as status.json and run.lock record it: 2026-11-26T08:36:16Z.
+std::string utc_timestamp();
+
 // Writes status.json atomically: "running" at the start, then "finished", "interrupted" or
 // "failed" (message: the error line). Best effort: a status that cannot be written is a warning.
 void write_run_status(const std::filesystem::path& run_dir, const std::string& status, const std::string& message = "");

@@ -36,13 +36,14 @@ enum class Restore { resume, rollback };
 
 class Trainer {
  public:
-  Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv& env)
+  Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv& env, const std::function<void()>& ranks_met)
       : plan_(plan),
         settings_(plan.run),
         device_(resolve_device(settings_.device, env.local_rank, settings_.device_at)),
         run_dir_(run_dir) {
     apply_run_settings(settings_, device_, env.local_world_size);
     comm_ = build_communicator(plan, env, device_);
+    ranks_met();
     RunContext context;
     context.run_dir = run_dir;
     context.device = device_.str();
@@ -569,8 +570,9 @@ class Trainer {
 
 }  // namespace
 
-TrainSummary train(const RunPlan& plan, const std::string& run_dir, const DistEnv& env) {
-  return Trainer(plan, run_dir, env).run();
+TrainSummary train(const RunPlan& plan, const std::string& run_dir, const DistEnv& env,
+                   const std::function<void()>& ranks_met) {
+  return Trainer(plan, run_dir, env, ranks_met).run();
 }
 
 }  // namespace loom

@@ -1,6 +1,7 @@
 // trainer.hpp: runs a resolved plan: the training loop of docs/design.md "One training step".
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "dist/dist_env.hpp"
@@ -23,7 +24,9 @@ struct TrainSummary {
 void check_run_plan(const RunPlan& plan, const DistEnv& env);
 
 // Runs the whole training; run_dir exists already. env: this process's place among the ranks.
-// Throws Failure.
-TrainSummary train(const RunPlan& plan, const std::string& run_dir, const DistEnv& env);
+// ranks_met runs once every rank has joined (at once in a single process): rank 0 holds the
+// run folder's lock by then, so the other ranks may start writing. Throws Failure.
+TrainSummary train(const RunPlan& plan, const std::string& run_dir, const DistEnv& env,
+                   const std::function<void()>& ranks_met);
 
 }  // namespace loom

@@ -48,11 +48,16 @@ inline std::vector<double> losses(const fs::path& run) {
   return out;
 }
 
-inline std::map<std::string, at::Tensor> weights(const fs::path& checkpoint) {
+// Every tensor of a checkpoint (consolidated when sharded): weights, optimizer state, counters.
+inline std::map<std::string, at::Tensor> checkpoint_tensors(const fs::path& checkpoint) {
   const loom::RunContext run{checkpoint.string(), "cpu", 0, 0, 1, 0};
   loom::CheckpointBackendInstance backend(loom_test::plugin_slot(LOOM_KIND_CHECKPOINT, "checkpoint", "safetensors"), run);
+  return loom::read_checkpoint(backend, checkpoint).tensors;
+}
+
+inline std::map<std::string, at::Tensor> weights(const fs::path& checkpoint) {
   std::map<std::string, at::Tensor> out;
-  for (auto& [name, t] : loom::read_checkpoint(backend, checkpoint).tensors)
+  for (auto& [name, t] : checkpoint_tensors(checkpoint))
     if (name.rfind("model/", 0) == 0) out[name] = t;
   return out;
 }
