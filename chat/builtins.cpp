@@ -1,6 +1,7 @@
-// builtins.cpp: see builtins.hpp. Each filter, test and method mirrors @huggingface/jinja,
-// including where it differs from Python's Jinja (strip() ignores its argument and trims white
-// space; selectattr skips items that lack the attribute), since output must match it exactly.
+// builtins.cpp: see builtins.hpp. Filters, tests and methods were written after @huggingface/jinja
+// and are moving to Python's Jinja as transformers renders with it (tests/chat compares with it):
+// strip/lstrip/rstrip/trim take only the given characters, else Python's white space;
+// selectattr/rejectattr test a missing attribute as undefined; undefined is iterable (empty).
 #include "builtins.hpp"
 
 #include <algorithm>
@@ -18,9 +19,10 @@ using T = Value::Type;
 
 [[noreturn]] void fail(const std::string& what) { throw TemplateError(0, what); }
 
-bool js_space(char32_t c) {
-  return c == 0x09 || c == 0x0A || c == 0x0B || c == 0x0C || c == 0x0D || c == 0x20 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000 || c == 0xFEFF;
+// Python's str.isspace, what str.strip() and Jinja's trim filter take away.
+bool py_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 // Code points of valid UTF-8 with their byte offsets.
@@ -35,11 +37,18 @@ std::vector<std::pair<char32_t, size_t>> code_points(const std::string& s) {
   return out;
 }
 
-std::string trim(const std::string& s, bool left, bool right) {
+// Python's str.strip/lstrip/rstrip: the code points of `chars` when it is a string, else white space.
+std::string trim(const std::string& s, bool left, bool right, const Value& chars = Value()) {
   const auto cps = code_points(s);
+  std::vector<char32_t> set;
+  if (chars.is(T::string))
+    for (const auto& [cp, at] : code_points(chars.s)) set.push_back(cp);
+  const auto strip = [&](char32_t c) {
+    return chars.is(T::string) ? std::find(set.begin(), set.end(), c) != set.end() : py_space(c);
+  };
   size_t begin = 0, end = cps.size();
-  while (left && begin < end && js_space(cps[begin].first)) ++begin;
-  while (right && end > begin && js_space(cps[end - 1].first)) --end;
+  while (left && begin < end && strip(cps[begin].first)) ++begin;
+  while (right && end > begin && strip(cps[end - 1].first)) --end;
   const size_t from = begin < cps.size() ? cps[begin].second : s.size();
   const size_t to = end < cps.size() ? cps[end].second : s.size();
   return s.substr(from, to - from);
@@ -78,14 +87,14 @@ Value split(const std::string& s, const std::vector<Value>& args) {
     const auto cps = code_points(s);
     size_t k = 0;
     while (k < cps.size()) {
-      while (k < cps.size() && js_space(cps[k].first)) ++k;
+      while (k < cps.size() && py_space(cps[k].first)) ++k;
       if (k == cps.size()) break;
       if (max >= 0 && static_cast<int64_t>(parts.size()) >= max) {
         parts.push_back(Value::string(s.substr(cps[k].second)));
         break;
       }
       const size_t from = cps[k].second;
-      while (k < cps.size() && !js_space(cps[k].first)) ++k;
+      while (k < cps.size() && !py_space(cps[k].first)) ++k;
       parts.push_back(Value::string(s.substr(from, (k < cps.size() ? cps[k].second : s.size()) - from)));
     }
     return Value::list(std::move(parts));
@@ -155,18 +164,11 @@ Value attr_filter(const Value& operand, const std::vector<Value>& args, bool sel
   Array out;
   for (const auto& item : *operand.array) {
     if (!item.is_mapping()) fail("selectattr/rejectattr apply to a list of mappings");
-    bool present = false;
-    Value a;
-    for (const auto& [k, v] : *item.object)
-      if (k == args[0].s) {
-        present = true;
-        a = v;
-      }
-    bool result = false;  // an item without the attribute never passes (as in the reference)
-    if (present) {
-      if (args.size() > 1) result = apply_test(args[1].s, a, std::vector<Value>(args.begin() + 2, args.end()));
-      else result = a.truthy();
-    }
+    // A missing attribute is undefined, and the test still runs on it (Jinja's select_or_reject):
+    // selectattr("tool_calls", "undefined") keeps the messages without tool calls.
+    const Value a = item.get(args[0].s);
+    const bool result =
+        args.size() > 1 ? apply_test(args[1].s, a, std::vector<Value>(args.begin() + 2, args.end())) : a.truthy();
     if (result == select) out.push_back(item);
   }
   return Value::list(std::move(out));
@@ -211,9 +213,10 @@ bool apply_test(const std::string& n, const Value& v, const std::vector<Value>& 
   if (n == "string") return v.is(T::string);
   if (n == "number") return v.is_number();
   if (n == "integer") return v.is(T::integer);
-  if (n == "iterable") return v.is(T::array) || v.is(T::string);
+  // Python's iter() and len() accept mappings, and Jinja's Undefined too (it iterates as empty).
+  if (n == "iterable") return v.is(T::array) || v.is(T::string) || v.is_mapping() || v.is(T::undefined);
   if (n == "mapping") return v.is(T::object) || v.is(T::kwargs);
-  if (n == "sequence") return v.is(T::array) || v.is(T::object) || v.is(T::string);
+  if (n == "sequence") return v.is(T::array) || v.is_mapping() || v.is(T::string) || v.is(T::undefined);
   if (n == "lower") return v.is(T::string) && map_case(v.s, false) == v.s;
   if (n == "upper") return v.is(T::string) && map_case(v.s, true) == v.s;
   if (n == "defined") return !v.is(T::undefined);
@@ -244,7 +247,9 @@ Value member_of(const Value& o, const std::string& name) {
           if (k == args[0].s) return v;
         return args.size() > 1 ? args[1] : Value::none();
       });
-    return {};
+    Value missing;  // undefined, with the words Jinja's UndefinedError says when it is used
+    missing.s = "'dict object' has no attribute '" + name + "'";
+    return missing;
   }
   if (o.is(T::ns)) return o.get(name);
   if (o.is(T::array)) return name == "length" ? Value::integer(static_cast<int64_t>(o.array->size())) : Value();
@@ -254,9 +259,9 @@ Value member_of(const Value& o, const std::string& name) {
   static const std::pair<const char*, Body> methods[] = {
       {"upper", [](const Value& s, std::vector<Value>&) { return Value::string(map_case(s.s, true)); }},
       {"lower", [](const Value& s, std::vector<Value>&) { return Value::string(map_case(s.s, false)); }},
-      {"strip", [](const Value& s, std::vector<Value>&) { return Value::string(trim(s.s, true, true)); }},
-      {"lstrip", [](const Value& s, std::vector<Value>&) { return Value::string(trim(s.s, true, false)); }},
-      {"rstrip", [](const Value& s, std::vector<Value>&) { return Value::string(trim(s.s, false, true)); }},
+      {"strip", [](const Value& s, std::vector<Value>& a) { return Value::string(trim(s.s, true, true, a.empty() ? Value() : a[0])); }},
+      {"lstrip", [](const Value& s, std::vector<Value>& a) { return Value::string(trim(s.s, true, false, a.empty() ? Value() : a[0])); }},
+      {"rstrip", [](const Value& s, std::vector<Value>& a) { return Value::string(trim(s.s, false, true, a.empty() ? Value() : a[0])); }},
       {"title", [](const Value& s, std::vector<Value>&) { return Value::string(title_case(s.s)); }},
       {"capitalize",
        [](const Value& s, std::vector<Value>&) {
@@ -277,6 +282,7 @@ Value member_of(const Value& o, const std::string& name) {
 
 Value apply_filter(const std::string& n, const Value& v, const std::vector<Value>& args, const Value& kwargs) {
   if (n == "safe") return v;
+  if (n == "trim" && v.is(T::undefined)) return Value::string("");  // Jinja trims soft_str(undefined), ""
   if (n == "tojson") {
     const Value indent = kwarg(kwargs, "indent");
     return Value::string(to_json(v, indent.is(T::integer) ? static_cast<int>(std::clamp<int64_t>(indent.i, 0, 64)) : 0));
@@ -315,7 +321,7 @@ Value apply_filter(const std::string& n, const Value& v, const std::vector<Value
       return Value::list(std::move(out));
     }
   } else if (v.is(T::string)) {
-    if (n == "trim") return Value::string(trim(v.s, true, true));
+    if (n == "trim") return Value::string(trim(v.s, true, true, args.empty() ? kwarg(kwargs, "chars") : args[0]));
     if (n == "upper" || n == "lower") return Value::string(map_case(v.s, n == "upper"));
     if (n == "title") return Value::string(title_case(v.s));
     if (n == "capitalize") {

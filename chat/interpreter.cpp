@@ -141,6 +141,7 @@ class Interpreter {
                                              for (const auto& [k, v] : *iterable.object) keys.push_back(Value::string(k));
                                              return keys;
                                            }()), {}, {});
+    if (iterable.is(T::undefined)) iterable = Value::list();  // Jinja's Undefined iterates as empty
     if (!iterable.is(T::array)) throw TemplateError(n.line, "a for loop needs a list or a mapping, got " + iterable.str());
     Array items;
     for (const Value& item : *iterable.array) {
@@ -315,7 +316,10 @@ class Interpreter {
     if (op == "!=") return Value::boolean(!loose_equal(left, right));
     if (left.is(T::undefined) || right.is(T::undefined)) {
       if (right.is(T::undefined) && (op == "in" || op == "not in")) return Value::boolean(op == "not in");
-      throw TemplateError(n.line, "Cannot perform operation " + op + " on undefined values");  // the reference's words
+      // Python raises UndefinedError naming what was missing ("'dict object' has no attribute 'content'").
+      const std::string& missing = left.is(T::undefined) ? left.s : right.s;
+      if (!missing.empty()) throw TemplateError(n.line, missing);
+      throw TemplateError(n.line, "Cannot perform operation " + op + " on undefined values");
     }
     if (left.is(T::none) || right.is(T::none)) throw TemplateError(n.line, "cannot apply '" + op + "' to none");
     if (op == "~") return Value::string(left.str() + right.str());

@@ -1,5 +1,7 @@
 #include "weight_loading.hpp"
 
+#include <ATen/core/grad_mode.h>
+
 #include <optional>
 #include <set>
 #include <sstream>

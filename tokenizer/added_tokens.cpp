@@ -79,13 +79,13 @@ std::vector<Section> AddedTokens::split(std::string_view text) const {
     plain_from = i;
   }
   if (plain_from < text.size()) sections.push_back({text.substr(plain_from)});
-  // White space beside lstrip/rstrip tokens goes (JavaScript's trim set).
+  // White space beside lstrip/rstrip tokens goes (Unicode White_Space, as in tokenizers).
   for (size_t i = 0; i < sections.size(); ++i) {
     if (sections[i].token < 0) continue;
     const AddedToken& t = tokens_[static_cast<size_t>(sections[i].token)];
-    if (t.lstrip && i > 0 && sections[i - 1].token < 0) sections[i - 1].text = trim_js_end(sections[i - 1].text);
+    if (t.lstrip && i > 0 && sections[i - 1].token < 0) sections[i - 1].text = trim_white_space_end(sections[i - 1].text);
     if (t.rstrip && i + 1 < sections.size() && sections[i + 1].token < 0)
-      sections[i + 1].text = trim_js_start(sections[i + 1].text);
+      sections[i + 1].text = trim_white_space_start(sections[i + 1].text);
   }
   return sections;
 }

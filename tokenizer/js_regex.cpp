@@ -4,22 +4,86 @@
 
 #include <pcre2.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <span>
+#include <vector>
+
 #include "tokenizer_error.hpp"
+#include "unicode_tables.hpp"
 #include "utf8.hpp"
 
 namespace loom::tok {
 
 namespace {
 
-// JavaScript's \s (ECMA-262 WhiteSpace and LineTerminator) as class items.
-constexpr const char* kJsSpace =
-    "\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}"
-    "\\x{3000}\\x{FEFF}";
+using unicode::CodeRange;
+using Ranges = std::vector<CodeRange>;
 
-// transformers.js replaces this group before compiling, since JavaScript lacks (?i:...).
-constexpr std::string_view kContractions = "(?i:'s|'t|'re|'ve|'m|'ll|'d)";
-constexpr std::string_view kContractionsSpelled =
-    "(?:'([sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD]))";
+// The union of `tables`, sorted and merged.
+Ranges unite(std::initializer_list<std::span<const CodeRange>> tables) {
+  Ranges all;
+  for (const auto& table : tables) all.insert(all.end(), table.begin(), table.end());
+  std::sort(all.begin(), all.end(), [](const CodeRange& a, const CodeRange& b) { return a.first < b.first; });
+  Ranges out;
+  for (const CodeRange& r : all) {
+    if (!out.empty() && r.first <= out.back().last + 1) out.back().last = std::max(out.back().last, r.last);
+    else out.push_back(r);
+  }
+  return out;
+}
+
+Ranges complement(const Ranges& ranges) {
+  Ranges out;
+  char32_t next = 0;
+  for (const CodeRange& r : ranges) {
+    if (r.first > next) out.push_back({next, r.first - 1});
+    next = r.last + 1;
+  }
+  if (next <= 0x10FFFF) out.push_back({next, 0x10FFFF});
+  return out;
+}
+
+// \p{name} for a general category or a group of them, as Oniguruma defines them; nullopt for
+// other properties (scripts and the like), which PCRE2 keeps.
+std::optional<Ranges> category(std::string_view name) {
+  using namespace unicode;
+  if (name == "L") return unite({kLu, kLl, kLt, kLm, kLo});
+  if (name == "LC" || name == "L&") return unite({kLu, kLl, kLt});
+  if (name == "M") return unite({kMn, kMc, kMe});
+  if (name == "N") return unite({kNd, kNl, kNo});
+  if (name == "P") return unite({kPc, kPd, kPs, kPe, kPi, kPf, kPo});
+  if (name == "S") return unite({kSm, kSc, kSk, kSo});
+  if (name == "Z") return unite({kZs, kZl, kZp});
+  if (name == "C") return unite({kCc, kCf, kCo, kCn});
+  static const std::pair<std::string_view, std::span<const CodeRange>> kTables[] = {
+      {"Lu", kLu}, {"Ll", kLl}, {"Lt", kLt}, {"Lm", kLm}, {"Lo", kLo}, {"Mn", kMn}, {"Mc", kMc}, {"Me", kMe},
+      {"Nd", kNd}, {"Nl", kNl}, {"No", kNo}, {"Pc", kPc}, {"Pd", kPd}, {"Ps", kPs}, {"Pe", kPe}, {"Pi", kPi},
+      {"Pf", kPf}, {"Po", kPo}, {"Sm", kSm}, {"Sc", kSc}, {"Sk", kSk}, {"So", kSo}, {"Zs", kZs}, {"Zl", kZl},
+      {"Zp", kZp}, {"Cc", kCc}, {"Cf", kCf}, {"Co", kCo}, {"Cn", kCn}};
+  for (const auto& [abbreviation, table] : kTables)
+    if (name == abbreviation) return unite({table});
+  return std::nullopt;
+}
+
+std::string hex(char32_t c) {
+  char buffer[16];
+  std::snprintf(buffer, sizeof buffer, "\\x{%X}", static_cast<unsigned>(c));
+  return buffer;
+}
+
+// `ranges` as the items of a PCRE2 character class.
+std::string class_items(const Ranges& ranges) {
+  std::string out;
+  for (const CodeRange& r : ranges) out += r.first == r.last ? hex(r.first) : hex(r.first) + "-" + hex(r.last);
+  return out;
+}
+
+// `ranges` where `in_class`, else a class of them of its own.
+std::string as_class(const Ranges& ranges, bool in_class) {
+  return in_class ? class_items(ranges) : "[" + class_items(ranges) + "]";
+}
 
 // Steps and backtracking depth per match: far above what a tokenizer regex needs on any text.
 constexpr uint32_t kMatchLimit = 10'000'000;
@@ -31,12 +95,7 @@ std::string quote_literal(const std::string& text) {
 
 }  // namespace
 
-std::string javascript_to_pcre2(const std::string& source) {
-  std::string pattern = source;
-  for (size_t at = pattern.find(kContractions); at != std::string::npos;
-       at = pattern.find(kContractions, at + kContractionsSpelled.size())) {
-    pattern.replace(at, kContractions.size(), kContractionsSpelled);
-  }
+std::string javascript_to_pcre2(const std::string& pattern) {
   std::string out;
   bool in_class = false;
   for (size_t i = 0; i < pattern.size(); ++i) {
@@ -44,15 +103,29 @@ std::string javascript_to_pcre2(const std::string& source) {
     if (c == '\\' && i + 1 < pattern.size()) {
       const char e = pattern[++i];
       switch (e) {
-        case 's': out += in_class ? std::string(kJsSpace) : "[" + std::string(kJsSpace) + "]"; break;
-        case 'S':
-          if (in_class) throw TokenizerError("\\S inside a character class is not supported");
-          out += "[^" + std::string(kJsSpace) + "]";
+        // Oniguruma's Unicode meanings, from the tables, whatever Unicode version PCRE2 has.
+        case 's': out += as_class(unite({unicode::kWhiteSpace}), in_class); break;
+        case 'S': out += as_class(complement(unite({unicode::kWhiteSpace})), in_class); break;
+        case 'd': out += as_class(unite({unicode::kNd}), in_class); break;
+        case 'D': out += as_class(complement(unite({unicode::kNd})), in_class); break;
+        case 'w': out += as_class(unite({unicode::kWord}), in_class); break;
+        case 'W': out += as_class(complement(unite({unicode::kWord})), in_class); break;
+        case 'h': out += in_class ? "0-9a-fA-F" : "[0-9a-fA-F]"; break;  // Oniguruma's \h is a hex digit
+        case 'H': out += in_class ? "\\x{0}-/:-@G-`g-\\x{10FFFF}" : "[^0-9a-fA-F]"; break;
+        case 'p': case 'P': {  // \p{Name}, \p{^Name}, \P{Name}
+          const size_t close = i + 1 < pattern.size() && pattern[i + 1] == '{' ? pattern.find('}', i + 2) : std::string::npos;
+          if (close == std::string::npos) { out += c; out += e; break; }
+          std::string_view name(pattern.data() + i + 2, close - i - 2);
+          bool negated = e == 'P';
+          if (!name.empty() && name[0] == '^') { negated = !negated; name.remove_prefix(1); }
+          if (const auto ranges = category(name)) {
+            out += as_class(negated ? complement(*ranges) : *ranges, in_class);
+            i = close;
+          } else {
+            out += c; out += e;
+          }
           break;
-        case 'd': out += in_class ? "0-9" : "[0-9]"; break;
-        case 'D': out += in_class ? "\\x{0}-/:-\\x{10FFFF}" : "[^0-9]"; break;
-        case 'w': out += in_class ? "A-Za-z0-9_" : "[A-Za-z0-9_]"; break;
-        case 'W': out += in_class ? "\\x{0}-/:-@\\[-^`{-\\x{10FFFF}" : "[^A-Za-z0-9_]"; break;
+        }
         case '#': case '&': case '~': out += e; break;  // Python escapes that JavaScript drops
         case 'u': {  // \uXXXX and \u{X...}: PCRE2 spells both \x{...}
           size_t digits_at = i + 1, digits = 4;
@@ -98,8 +171,13 @@ JsRegex::JsRegex(const std::string& pattern, bool literal, const std::string& wh
   }
   int error = 0;
   PCRE2_SIZE offset = 0;
+  // Oniguruma's Ruby syntax, as tokenizers compiles: ^ and $ are line anchors and \n alone ends a line.
+  pcre2_compile_context* compile_context = pcre2_compile_context_create(nullptr);
+  pcre2_set_newline(compile_context, PCRE2_NEWLINE_LF);
   compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-                                  PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error, &offset, nullptr);
+                                  PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NO_UTF_CHECK, &error, &offset,
+                                  compile_context);
+  pcre2_compile_context_free(compile_context);
   if (!compiled_->code) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof message);

@@ -80,8 +80,8 @@ class Strip : public Normalizer {
   Strip(bool left, bool right) : left_(left), right_(right) {}
   std::string normalize(std::string text) const override {
     std::string_view view = text;
-    if (left_) view = trim_js_start(view);
-    if (right_) view = trim_js_end(view);
+    if (left_) view = trim_white_space_start(view);
+    if (right_) view = trim_white_space_end(view);
     return std::string(view);
   }
 

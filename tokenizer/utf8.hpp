@@ -26,9 +26,10 @@ char32_t next_code_point(std::string_view text, size_t& pos);
 
 void append_utf8(std::string& out, char32_t cp);
 
-// JavaScript's String.prototype.trim whitespace (WhiteSpace and LineTerminator productions).
-bool is_js_whitespace(char32_t cp);
-std::string_view trim_js_start(std::string_view text);
-std::string_view trim_js_end(std::string_view text);
+// Unicode White_Space, what Rust's char::is_whitespace and so str::trim use in tokenizers (the
+// Strip normalizer, added tokens' lstrip/rstrip): U+0085 is white space, U+FEFF is not.
+bool is_white_space(char32_t cp);
+std::string_view trim_white_space_start(std::string_view text);
+std::string_view trim_white_space_end(std::string_view text);
 
 }  // namespace loom::tok

@@ -1,5 +1,6 @@
 #include "base/cpu_threads.hpp"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <sched.h>
@@ -18,8 +19,8 @@ namespace loom {
 namespace {
 
 // How the BLAS that LibTorch's matrix products go to runs its threads. OpenBLAS says so itself
-// (openblas_get_parallel: 0 sequential, 1 its own pthreads, 2 OpenMP); another BLAS (MKL in a
-// pip LibTorch) is reported as unknown and left to OpenMP's settings.
+// (openblas_get_parallel: 0 sequential, 1 its own pthreads, 2 OpenMP); another BLAS (MKL in the
+// PyTorch wheels, named as such) is reported as unknown and left to OpenMP's settings.
 enum class BlasThreads { unknown, sequential, own_pthreads, openmp };
 
 struct Blas {
@@ -36,7 +37,10 @@ Fn global_symbol(const char* name) {
 Blas loaded_blas() {
   Blas blas;
   const auto get_parallel = global_symbol<int (*)()>("openblas_get_parallel");
-  if (!get_parallel) return blas;
+  if (!get_parallel) {
+    if (at::hasMKL()) blas.name = "MKL inside LibTorch";  // the PyTorch wheels link it in
+    return blas;
+  }
   const int mode = get_parallel();
   blas.threads = mode == 2 ? BlasThreads::openmp : mode == 1 ? BlasThreads::own_pthreads : BlasThreads::sequential;
   blas.name = "OpenBLAS";

@@ -2,6 +2,7 @@
 #include "cli/generation.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
 
 #include "base/failure.hpp"
 

@@ -14,7 +14,7 @@
 #include "dist/dist_env.hpp"
 
 namespace c10d {
-class ProcessGroup;
+class ProcessGroupGloo;
 class Store;
 class Work;
 }  // namespace c10d
@@ -70,7 +70,9 @@ class Communicator {
 
   DistEnv env_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  // The concrete Gloo group: LibTorch 2 derives it from c10d::Backend, 1.13 from
+  // c10d::ProcessGroup, and the calls made here are the same on both.
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   std::vector<c10::intrusive_ptr<c10d::Work>> pending_;
   std::map<uint64_t, c10::intrusive_ptr<c10d::Work>> tickets_;  // started broadcasts
   uint64_t next_ticket_ = 0;

@@ -1,5 +1,7 @@
 #include "train/evaluator.hpp"
 
+#include <ATen/core/grad_mode.h>
+
 #include <cmath>
 
 namespace loom {

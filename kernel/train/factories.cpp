@@ -1,6 +1,7 @@
 #include "train/factories.hpp"
 
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>

@@ -1,5 +1,6 @@
 #include "train/flat_params.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <loom/torch.hpp>
 
 #include <map>

@@ -22,11 +22,11 @@ struct ReadyHook final : torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-std::shared_ptr<torch::autograd::Node> on_gradient_accumulated(const ModelParam& param, std::function<void()> ready) {
+std::shared_ptr<const void> on_gradient_accumulated(const ModelParam& param, std::function<void()> ready) {
   auto accumulator = torch::autograd::impl::grad_accumulator(*param.tensor);
   if (!accumulator) throw runtime_failure("parameter \"" + param.name + "\" has no gradient accumulator");
   accumulator->add_post_hook(std::make_unique<ReadyHook>(std::move(ready)));
-  return accumulator;
+  return std::make_shared<decltype(accumulator)>(std::move(accumulator));  // whichever pointer type it is
 }
 
 GradientSync::GradientSync(const std::vector<ModelParam>& params, FlatParams& flat, Communicator& comm,

@@ -23,15 +23,13 @@
 #include "abi/compute_components.hpp"
 #include "train/flat_params.hpp"
 
-namespace torch::autograd {
-struct Node;
-}
-
 namespace loom {
 
 // Calls ready each time autograd has added a gradient into param's .grad. Keep the returned
-// node (the parameter's gradient accumulator) alive as long as the hook should run.
-std::shared_ptr<torch::autograd::Node> on_gradient_accumulated(const ModelParam& param, std::function<void()> ready);
+// handle (it owns the parameter's gradient accumulator) alive as long as the hook should run.
+// Opaque because LibTorch's owning pointer to an autograd node changed: std::shared_ptr up
+// to 2.11 at least, c10::intrusive_ptr in 2.15.
+std::shared_ptr<const void> on_gradient_accumulated(const ModelParam& param, std::function<void()> ready);
 
 class GradientSync {
  public:
@@ -64,7 +62,7 @@ class GradientSync {
   std::vector<size_t> bucket_size_;                   // parameters touching each bucket
   std::vector<size_t> missing_;                       // this step: parameters not yet ready
   std::vector<bool> started_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keeps the hooks alive
+  std::vector<std::shared_ptr<const void>> accumulators_;  // keeps the hooks alive
   std::deque<std::pair<size_t, uint64_t>> reducing_;  // (bucket, ticket) of reduces in flight
   bool armed_ = false;
   size_t started_early_ = 0;

@@ -1,5 +1,7 @@
 #include "train/parameter_shards.hpp"
 
+#include <ATen/core/grad_mode.h>
+
 #include <algorithm>
 #include <map>
 

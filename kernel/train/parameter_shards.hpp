@@ -21,10 +21,6 @@
 #include "dist/communicator.hpp"
 #include "train/flat_params.hpp"
 
-namespace torch::autograd {
-struct Node;
-}
-
 namespace loom {
 
 class ParameterShards final : public UnitBoundaries {
@@ -83,7 +79,7 @@ class ParameterShards final : public UnitBoundaries {
   std::string model_;
   std::vector<Unit> units_;
   Unit root_;  // the weights outside every unit, cut at slice edges
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keep the hooks alive
+  std::vector<std::shared_ptr<const void>> accumulators_;  // keep the hooks alive (on_gradient_accumulated)
   bool checked_entered_ = false;
 };
 

@@ -1,5 +1,7 @@
 #include "train/peak_flops.hpp"
 
+#include <ATen/core/grad_mode.h>
+
 #include <algorithm>
 #include <chrono>
 

@@ -1,6 +1,7 @@
 #include "train/run_state.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
 #include <nlohmann/json.hpp>
 
 #include <spdlog/spdlog.h>

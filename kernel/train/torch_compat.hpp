@@ -1,50 +1,22 @@
-// torch_compat.hpp: the one place where the LibTorch versions Loom builds against differ:
-// 1.13 (Debian's CPU build, CI) and 2.x (the PyTorch wheel on the GPU machine). Code elsewhere
+// torch_compat.hpp: the few LibTorch calls that changed within the 2.x line Loom builds against
+// (2.4 and later; tools/python-requirements.txt pins the one every machine uses). Code elsewhere
 // calls these functions and never tests TORCH_VERSION itself.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
-#include <torch/version.h>
-
-#define LOOM_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 namespace loom::compat {
 
-// Autocast for one device type. 2.4 replaced the per-device functions (set_enabled for CUDA,
-// set_cpu_enabled, set_autocast_gpu_dtype, ...) with ones that take the device type, and
-// deprecated the old ones.
-inline bool autocast_enabled(at::DeviceType type) {
-#if LOOM_TORCH_AT_LEAST(2, 4)
-  return at::autocast::is_autocast_enabled(type);
-#else
-  return type == at::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
-#endif
-}
+// Autocast for one device type (the per-device-type functions of LibTorch 2.4 and later).
+inline bool autocast_enabled(at::DeviceType type) { return at::autocast::is_autocast_enabled(type); }
 
-inline at::ScalarType autocast_dtype(at::DeviceType type) {
-#if LOOM_TORCH_AT_LEAST(2, 4)
-  return at::autocast::get_autocast_dtype(type);
-#else
-  return type == at::kCUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
-#endif
-}
+inline at::ScalarType autocast_dtype(at::DeviceType type) { return at::autocast::get_autocast_dtype(type); }
 
 inline void set_autocast(at::DeviceType type, bool enabled, at::ScalarType dtype) {
-#if LOOM_TORCH_AT_LEAST(2, 4)
   at::autocast::set_autocast_dtype(type, dtype);
   at::autocast::set_autocast_enabled(type, enabled);
-#else
-  if (type == at::kCUDA) {
-    at::autocast::set_autocast_gpu_dtype(dtype);
-    at::autocast::set_enabled(enabled);
-  } else {
-    at::autocast::set_autocast_cpu_dtype(dtype);
-    at::autocast::set_cpu_enabled(enabled);
-  }
-#endif
 }
 
 // CUDA devices this process sees; 0 for a CPU-only LibTorch (its CUDA hooks are stubs).

@@ -67,8 +67,12 @@ function(loom_add_plugin name)
     VISIBILITY_INLINES_HIDDEN ON
     INSTALL_RPATH_USE_LINK_PATH ON
     LINK_DEPENDS "${LOOM_PLUGIN_VERSION_SCRIPT}")
-  if(NOT CMAKE_CXX_STANDARD)
-    set_target_properties(${name} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)  # the C++ helpers need 17
+  if(NOT CMAKE_CXX_STANDARD)  # the C++ helpers need 17, LibTorch 2.13 and later 20
+    set(standard 17)
+    if(ARG_TORCH)
+      set(standard 20)
+    endif()
+    set_target_properties(${name} PROPERTIES CXX_STANDARD ${standard} CXX_STANDARD_REQUIRED ON)
   endif()
   target_link_libraries(${name} PRIVATE Loom::sdk)
   target_link_options(${name} PRIVATE
@@ -77,7 +81,7 @@ function(loom_add_plugin name)
     "LINKER:--as-needed")
   if(ARG_TORCH)
     if(NOT TARGET torch)
-      find_package(Torch REQUIRED)
+      find_package(Torch REQUIRED HINTS ${LOOM_HOST_TORCH_DIR})  # installed SDK: the host's own first
     endif()
     _loom_check_host_torch()
     target_link_libraries(${name} PRIVATE torch)

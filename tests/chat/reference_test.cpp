@@ -1,14 +1,15 @@
 // reference_test.cpp: each real template renders every conversation of conversations.json to
-// exactly the text @huggingface/jinja renders; where the reference raises (raise_exception,
-// a wrong role order), Loom raises too, with the same message. Prints the agreement per template.
+// exactly the text transformers' apply_chat_template renders (render_reference.py); where the
+// reference raises (raise_exception, a wrong role order), Loom raises too, with the same message.
+// Prints the agreement per template.
 #include <doctest/doctest.h>
 
 #include <fstream>
 #include <iostream>
 
 #include "chat_template.hpp"
-#include "reference_files.hpp"
 #include "run_host.hpp"
+#include "tokenizer_files.hpp"
 
 namespace {
 
@@ -19,7 +20,7 @@ json conversations() {
 }
 
 void compare(const std::string& name) {
-  const json config = json::parse(loom_test::read_file(loom::test::chat_files().config_dirs.at(name) + "/tokenizer_config.json"));
+  const json config = json::parse(loom_test::read_file(loom_test::tokenizer_dir(name) + "/tokenizer_config.json"));
   REQUIRE(config["chat_template"].is_string());
   const std::string source = config["chat_template"].get<std::string>();
   json contexts = conversations();
@@ -29,9 +30,8 @@ void compare(const std::string& name) {
   }
   const auto dir = loom_test::tmp_dir("chat_ref_" + name);
   std::ofstream(dir / "cases.json") << json{{"template", source}, {"contexts", contexts}}.dump();
-  const auto r = loom_test::run_shell(std::string(LOOM_NODE) + " " + LOOM_SOURCE_DIR + "/tests/chat/render_reference.mjs " +
-                                      loom::test::chat_files().modules + " " + (dir / "cases.json").string() + " " +
-                                      (dir / "out.json").string());
+  const auto r = loom_test::run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR + "/tests/chat/render_reference.py " +
+                                      (dir / "cases.json").string() + " " + (dir / "out.json").string());
   REQUIRE_MESSAGE(r.code == 0, r.err);
   const json expected = json::parse(loom_test::read_file(dir / "out.json"));
   const loom::chat::ChatTemplate tmpl(source);
@@ -56,14 +56,14 @@ void compare(const std::string& name) {
       same += error.empty() && got == expected[k]["text"].get<std::string>();
     }
   }
-  std::cout << name << ": " << same << "/" << contexts.size() << " conversations identical to @huggingface/jinja (" << errors
+  std::cout << name << ": " << same << "/" << contexts.size() << " conversations identical to transformers (" << errors
             << " of them raise in both)\n";
 }
 
 }  // namespace
 
-TEST_CASE("Qwen3's template renders as @huggingface/jinja does") { compare("qwen3"); }
-TEST_CASE("Llama 3's template renders as @huggingface/jinja does") { compare("llama3"); }
-TEST_CASE("Llama 3.1's template renders as @huggingface/jinja does") { compare("llama3_1"); }
-TEST_CASE("Gemma 3's template renders as @huggingface/jinja does") { compare("gemma3"); }
-TEST_CASE("Mistral Nemo's template renders as @huggingface/jinja does") { compare("mistral_nemo"); }
+TEST_CASE("Qwen3's template renders as transformers does") { compare("qwen3"); }
+TEST_CASE("Llama 3's template renders as transformers does") { compare("llama3"); }
+TEST_CASE("Llama 3.1's template renders as transformers does") { compare("llama3_1"); }
+TEST_CASE("Gemma 3's template renders as transformers does") { compare("gemma3"); }
+TEST_CASE("Mistral Nemo's template renders as transformers does") { compare("mistral_nemo"); }

@@ -33,7 +33,10 @@ TEST_CASE("expressions, filters, tests and methods") {
   CHECK(render("{{ m | tojson(indent=2) }}", {{"m", {{"a", {1, 2}}}}}) == "{\n  \"a\": [\n    1,\n    2\n  ]\n}");
   CHECK(render("{{ s.startswith('ab') }} {{ s.split('b') }} {{ s.upper() }} {{ s.replace('a', 'x') }}", {{"s", "abcab"}}) ==
         "true [\"a\", \"ca\", \"\"] ABCAB xbcxb");
-  CHECK(render("{{ '  x  '.strip('x') }}|") == "x|");  // the reference ignores strip's argument
+  CHECK(render("{{ '  x  '.strip('x') }}|") == "  x  |");  // Python strips only the given characters
+  CHECK(render("{{ '\\nxx\\n'.lstrip('\\n') }}|{{ 'abca'.strip('a') }}|{{ ' \xC2\x85" "a'.strip() }}") == "xx\n|bc|a");
+  CHECK(render("{% for m in ms | selectattr('t', 'undefined') %}{{ m.r }}{% endfor %}", {{"ms", {{{"r", "a"}}, {{"r", "b"}, {"t", 1}}}}}) == "a");
+  CHECK(render("{% if x is iterable %}I{% endif %}{% for a in x %}A{% endfor %}|{{ x | trim }}|") == "I||");  // undefined x
   CHECK(render("{{ x is defined }} {{ y is none }} {{ 3 is odd }} {{ 'a' is string }} {{ z is not defined }}",
                {{"x", 1}, {"y", nullptr}}) == "true true true true true");
   CHECK(render("{{ 'b' in 'abc' }} {{ 2 in [1, 2] }} {{ 'k' in m }} {{ 'q' not in m }}", {{"m", {{"k", 1}}}}) == "true true true true");

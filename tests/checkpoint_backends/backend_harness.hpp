@@ -4,7 +4,7 @@
 // exactly what the checkpoint manager sees: files on disk, copied tensors, Failures.
 #pragma once
 
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
 

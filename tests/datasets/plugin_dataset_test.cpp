@@ -2,7 +2,7 @@
 // of the data shifted by one, deterministic in the seed, disjoint across ranks, reshuffled per
 // epoch, exactly resumable from their state bytes; token_file keeps its resident set small;
 // both plugins stay torch-free and export one symbol.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <unistd.h>
 

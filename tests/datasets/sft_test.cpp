@@ -1,8 +1,8 @@
 // sft_test.cpp: the `sft` dataset loaded as the host loads it, with the real Qwen3 tokenizer and
-// chat template: every sample's ids and trained tokens equal what the JavaScript references give
-// (sft_reference.mjs); packed rows keep samples whole and apart (positions restart, documents
-// differ) and reach 95% non-pad; ranks share no sample; resume is exact; the cache is reused;
-// bad lines are named or skipped as configured.
+// chat template: every sample's ids and trained tokens equal what transformers and Hugging Face's
+// tokenizers give (sft_reference.py); packed rows keep samples whole and apart (positions
+// restart, documents differ) and reach 95% non-pad; ranks share no sample; resume is exact; the
+// cache is reused; bad lines are named or skipped as configured.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "plugin_dataset.hpp"
-#include "sft_files.hpp"
+#include "tokenizer_files.hpp"
 
 using namespace loom_test;
 using nlohmann::json;
@@ -57,8 +57,8 @@ struct Sample {
 
 std::vector<Sample> reference_samples(const std::string& data, const std::string& mode = "") {
   const fs::path out = fs::path(data).parent_path() / "reference.json";
-  const auto r = run_shell(std::string(LOOM_NODE) + " " + LOOM_SOURCE_DIR + "/tests/datasets/sft_reference.mjs " +
-                           sft_files().modules + " " + sft_files().qwen3 + " " + data + " " + out.string() + " " + mode);
+  const auto r = run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR + "/tests/datasets/sft_reference.py " +
+                           tokenizer_dir("qwen3") + " " + data + " " + out.string() + " " + mode);
   REQUIRE_MESSAGE(r.code == 0, r.err);
   std::vector<Sample> samples;
   for (const auto& s : json::parse(read_file(out))) samples.push_back({s["ids"].get<std::vector<int64_t>>(), s["trained"].get<std::vector<int>>()});
@@ -66,7 +66,7 @@ std::vector<Sample> reference_samples(const std::string& data, const std::string
 }
 
 toml::table options(const std::string& data, const fs::path& cache, bool packing, int64_t seq_len = 128, int64_t batch = 2) {
-  return toml::table{{"files", data},          {"tokenizer", sft_files().qwen3}, {"cache_dir", cache.string()},
+  return toml::table{{"files", data},          {"tokenizer", tokenizer_dir("qwen3")}, {"cache_dir", cache.string()},
                      {"packing", packing},     {"seq_len", seq_len},             {"batch_size", batch},
                      {"threads", 2}};
 }
@@ -134,7 +134,7 @@ void check_against_reference(const std::string& data, const toml::table& opts, c
 
 }  // namespace
 
-TEST_CASE("sft: each sample's ids and trained tokens are the references' (Qwen3 template, transformers.js tokens)") {
+TEST_CASE("sft: each sample's ids and trained tokens are the references' (Qwen3 template and tokens, as transformers gives them)") {
   const auto dir = tmp_dir("sft_reference");
   const std::string data = write_data(dir, 60);
   for (const bool packing : {false, true}) {

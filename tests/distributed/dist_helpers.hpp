@@ -2,7 +2,7 @@
 // a checkpoint's weights (consolidated when sharded), a free port, closeness checks.
 #pragma once
 
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 #include <nlohmann/json.hpp>
 
 #include <arpa/inet.h>

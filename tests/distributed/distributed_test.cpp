@@ -2,7 +2,7 @@
 // sample indices across ranks, so 1 x 8, 2 x 4 and 4 x 2 (with or without accumulation) see
 // the same samples per step; token-weighted losses and summed gradients make them agree.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <nlohmann/json.hpp>
 
@@ -54,18 +54,15 @@ TEST_CASE("1 x 8, 2 x 4, 4 x 2 and 2 x 2 x accum 2 give the same losses and weig
 }
 
 TEST_CASE("torchrun --no_python launches the host and matches the single process") {
-  if (run_shell("command -v torchrun").code != 0) {
-    MESSAGE("torchrun not installed (Debian python3-torch); tools/dev installs it, skipping here");
-    return;
-  }
+  // PyTorch's own launcher, from the torch that LOOM_PYTHON runs (tools/dev: .venv's).
+  const std::string torchrun = (fs::path(LOOM_PYTHON).parent_path() / "torchrun").string();
+  REQUIRE_MESSAGE(fs::exists(torchrun), torchrun << " is missing: LOOM_PYTHON has no torch (tools/dev installs it)");
   const fs::path dir = loom_test::tmp_dir("dist-torchrun");
   const std::string m = manifest(dir, 10);
   REQUIRE(run_host("run " + m + " --set run.name=w1 --set data.batch_size=8").code == 0);
-  // --redirects/--tee/--log_dir: Debian's torchrun 1.13 under Python 3.11 fails on its default
-  // redirect value (an enum change in 3.11), so set one explicitly.
   // A static rendezvous on 127.0.0.1 and a free port: --standalone would use "localhost", which
   // a bare container may not resolve, and a fixed port that parallel tests would share.
-  const auto r = run_shell("torchrun --nnodes 1 --nproc_per_node 2 --master_addr 127.0.0.1 --master_port " +
+  const auto r = run_shell(torchrun + " --nnodes 1 --nproc_per_node 2 --master_addr 127.0.0.1 --master_port " +
                            std::to_string(free_port()) + " --redirects 1 --tee 1 --log_dir " +
                            (dir / "torchrun-logs").string() + " --no_python " + std::string(LOOM_HOST_BIN) +
                            " run " + m + " --set run.name=tr --set data.batch_size=4");

@@ -3,7 +3,7 @@
 // killed run does not outlive it. Real processes throughout: the launcher is SIGKILLed as a job
 // scheduler or the OOM killer would.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <nlohmann/json.hpp>
 

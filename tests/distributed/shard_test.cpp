@@ -3,7 +3,7 @@
 // resume across world sizes and modes; a rank killed during a sharded save. The model is a
 // small gpt with dropout, whose blocks are the units "parameters" gathers one by one.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <fstream>
 #include <limits>

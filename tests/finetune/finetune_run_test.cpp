@@ -3,7 +3,7 @@
 // adapters: the frozen weights come out bit-identical to the folder's, the rest trains; a run
 // whose checkpoints store the frozen weights by reference resumes to the byte of an uninterrupted
 // one, and refuses a base that changed since; bad manifests get one line and exit 2.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <cstring>
 #include <filesystem>

@@ -6,8 +6,9 @@
 // adapted layer computes W x + (alpha / r) B A x) and on the gradient of every adapter weight;
 // its merged export must give the same logits, and its PEFT export must pass the reference's
 // check of PEFT's format and load back into the reference unchanged.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
+#include <ATen/core/grad_mode.h>
 #include <loom/model.h>
 
 #include <filesystem>

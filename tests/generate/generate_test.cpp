@@ -38,7 +38,7 @@ TEST_CASE("greedy generation equals the Python reference's greedy decode (Qwen3 
     const auto tokenizer = loom::tok::load_tokenizer(model);
     const std::vector<int32_t> encoded = tokenizer->encode("The capital of France is");
     CHECK(prompt == std::vector<int64_t>(encoded.begin(), encoded.end()));
-    const auto r = run_shell(std::string(LOOM_PYTHON_TORCH) + " " + LOOM_SOURCE_DIR + "/tests/hf_models/hf_reference.py greedy --model " +
+    const auto r = run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR + "/tests/hf_models/hf_reference.py greedy --model " +
                              model + " --ids " + join(prompt) + " --new 12 --stop 2,151645");
     REQUIRE_MESSAGE(r.code == 0, r.err);
     CHECK(got["ids"] == json::parse(r.out)["ids"]);

@@ -9,7 +9,7 @@
 //   - exact resume on the GPU (run.deterministic): interrupted and resumed = uninterrupted
 //   - the NCCL collective at world size 1
 #define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <nlohmann/json.hpp>
 

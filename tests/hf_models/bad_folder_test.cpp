@@ -3,7 +3,7 @@
 // dtypes, architectures and rope types Loom does not implement, a FIFO in place of a file)
 // ends the run with exit 2 and one "error: " line naming the file and the problem: never a
 // crash, never a hang.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 #include <sys/stat.h>
 
 #include <filesystem>

@@ -2,7 +2,7 @@
 // randomly damaged files (bytes flipped, inserted, deleted, truncated; header JSON rewritten)
 // and either read them or throw a FormatError; nothing else, and no crash. Deterministic
 // seeds, so a failure reproduces.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <filesystem>
 #include <fstream>

@@ -39,7 +39,7 @@ std::string last_line(const std::string& text) {
 TEST_CASE("init_from a Hugging Face folder or a Loom checkpoint; a resume may change it") {
   const fs::path dir = tmp_dir("hf_init_from");
   const fs::path folder = dir / "llama";
-  const Result written = run_shell(std::string(LOOM_PYTHON_TORCH) + " " + LOOM_SOURCE_DIR +
+  const Result written = run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR +
                                    "/tests/hf_models/hf_reference.py write --arch llama --seed 4 --out " +
                                    folder.string());
   REQUIRE_MESSAGE(written.code == 0, written.err);

@@ -3,8 +3,9 @@
 // tensors, and the relative error the tests bound.
 #pragma once
 
+#include "torch_doctest.hpp"  // before any torch or doctest header
+
 #include <ATen/ATen.h>
-#include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -17,7 +18,7 @@ namespace loom_test {
 
 // Runs `python3 script args` and requires it to succeed.
 inline void run_reference(const std::string& script, const std::string& args) {
-  const Result r = run_shell(std::string(LOOM_PYTHON_TORCH) + " " + LOOM_SOURCE_DIR + "/" + script + " " + args);
+  const Result r = run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR + "/" + script + " " + args);
   INFO(r.err);
   INFO(r.out);
   REQUIRE(r.code == 0);

@@ -3,8 +3,9 @@
 // definitions) writes tiny random Hugging Face folders with its own safetensors writer and
 // computes their logits and a few SGD steps. Loom must read each folder and agree to 1e-5
 // relative; its exports must read back byte for byte and give the reference the same logits.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
+#include <ATen/core/grad_mode.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>

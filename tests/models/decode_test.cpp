@@ -2,7 +2,9 @@
 // Logits from a prefill followed by one token at a time equal the logits of the whole
 // sequence computed at once (to 1e-5), for batches of two rows and grouped-query attention;
 // a wrong `past` and a sequence past seq_len are one clear error.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
+
+#include <ATen/core/grad_mode.h>
 
 #include "model_harness.hpp"
 

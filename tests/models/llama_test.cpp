@@ -1,7 +1,7 @@
 // The `llama` component (plugins/models/gpt): Hugging Face Llama names and layouts, grouped-query
 // attention and rotary embeddings against an independent reference, tied and untied output,
 // gradients through the host's flat buffers, and clear errors.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <cmath>
 

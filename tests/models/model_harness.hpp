@@ -3,9 +3,10 @@
 // the small tensor helpers the model tests share.
 #pragma once
 
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <toml++/toml.h>
 
 #include <map>

@@ -2,7 +2,9 @@
 // document_ids). Two documents packed into one row, positions restarting and attention kept
 // inside each document, give each document the loss it has alone, to 1e-6; without the
 // fields the same row gives other losses, so the fields are what makes them equal.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
+
+#include <ATen/core/grad_mode.h>
 
 #include "model_harness.hpp"
 

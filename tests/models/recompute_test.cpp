@@ -2,7 +2,7 @@
 // the gradients of every parameter and the loss are those of the run that keeps every
 // activation, with dropout on (the recomputation replays the random numbers), and the random
 // numbers drawn after the step are the same too.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include "model_harness.hpp"
 #include "train/flat_params.hpp"

@@ -1,6 +1,6 @@
 // exact_roc_auc against the definition: the fraction of (positive, negative) pairs in which the
 // positive scores higher, ties counting one half, counted pair by pair.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

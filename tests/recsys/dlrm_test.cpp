@@ -2,7 +2,7 @@
 // backward on a small batch with ragged bags; dlrm_reference.py then recomputes the loss, the
 // metrics and every gradient from the paper's definition with independent PyTorch code and
 // compares. Also: a batch the tables cannot serve fails with one clear line.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

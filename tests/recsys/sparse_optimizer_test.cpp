@@ -3,7 +3,7 @@
 // gradients through independent PyTorch code (torch.optim.SparseAdam for lazy_adam, the
 // published row-wise Adagrad rule written densely for rowwise_adagrad) and compares. Rows no
 // step touched must stay bit-identical.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

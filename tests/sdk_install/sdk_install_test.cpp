@@ -92,7 +92,8 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
 
 // A project built against the prefix must not mention the Loom source or build tree anywhere
 // in its cache or compile commands (the test's own folder aside, which may live in the build
-// tree), and must have found Loom in the prefix with the prefix's include folder.
+// tree, and the host's LibTorch, which tools/dev installs into .venv/ beside the sources), and
+// must have found Loom in the prefix with the prefix's include folder.
 void check_only_prefix(const fs::path& build) {
   const std::string cache = read_file(build / "CMakeCache.txt");
   CHECK(contains(cache, "Loom_DIR:PATH=" + (prefix() / "lib" / "cmake" / "Loom").string() + "\n"));
@@ -104,6 +105,7 @@ void check_only_prefix(const fs::path& build) {
                   entry.at("command").get<std::string>());
   for (std::string text : {cache, commands}) {
     replace_all(text, root().string(), "<test folder>");
+    replace_all(text, fs::path(LOOM_PYTHON).parent_path().parent_path().string(), "<the host's LibTorch>");
     CHECK_MESSAGE(!contains(text, LOOM_SOURCE_DIR), "the out-of-tree build refers to the source tree " LOOM_SOURCE_DIR);
     CHECK_MESSAGE(!contains(text, LOOM_BUILD_DIR), "the out-of-tree build refers to the build tree " LOOM_BUILD_DIR);
   }

@@ -1,5 +1,5 @@
 // python_torch.hpp: finds a python3 that can `import torch`, for tests that check Loom against
-// an independent PyTorch reference (Debian's python3-torch is the same LibTorch build).
+// an independent PyTorch reference (LOOM_PYTHON, .venv's under tools/dev: the same LibTorch).
 #pragma once
 
 #include <cstdlib>
@@ -14,8 +14,7 @@ namespace loom_test {
 inline std::string python_with_torch(std::string& tried) {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("LOOM_TEST_PYTHON")) candidates.push_back(env);
-  candidates.push_back("python3");
-  candidates.push_back("/usr/bin/python3");  // Debian's, which python3-torch installs into
+  candidates.push_back(LOOM_PYTHON);
   for (const std::string& c : candidates) {
     tried += (tried.empty() ? "" : ", ") + c;
     if (run_shell(c + " -c 'import torch'").code == 0) return c;

@@ -1,7 +1,7 @@
 // The fused AdamW update (plugins/optimizers/adamw/fused_adamw.cpp): the same numbers as the
 // eight tensor ops it replaces, and as torch.optim.AdamW in Python (written from the paper,
 // not by us), over a buffer long enough to be split across threads and with a decay mask.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
 

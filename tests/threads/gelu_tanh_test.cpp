@@ -1,7 +1,7 @@
 // The gpt plugin's CPU GELU (plugins/models/gpt/gelu_tanh.cpp) against LibTorch's
 // at::gelu(x, "tanh") and its autograd: values and gradients, over a tensor long enough to be
 // split across threads and over the extremes (exp overflowing, infinities).
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>

@@ -1,7 +1,7 @@
 // The gpt plugin's CPU attention from the packed qkv (plugins/models/gpt/packed_attention.cpp)
 // against the split-heads path of attention.hpp run by LibTorch in double precision: outputs and
 // the gradient with respect to qkv, at a size whose heads are split across threads.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>

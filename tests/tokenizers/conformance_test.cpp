@@ -1,6 +1,6 @@
 // conformance_test.cpp: every document of the generated corpus encodes to the same ids, and
 // those ids decode to the same text (with and without special tokens), in Loom's tokenizer and
-// in transformers.js, for each real tokenizer. Prints the agreement counts and both timings
+// in Hugging Face's tokenizers (reference.py), for each real tokenizer. Prints the agreement counts and both timings
 // (timings are information only; tools/bench/tokenizer measures speed).
 #include <doctest/doctest.h>
 
@@ -10,13 +10,11 @@
 #include <sstream>
 
 #include "corpus.hpp"
-#include "npm_files.hpp"
 #include "run_host.hpp"
 #include "tokenizer.hpp"
+#include "tokenizer_files.hpp"
 
 namespace {
-
-using loom::test::npm_files;
 
 constexpr size_t kCorpusBytes = 1'100'000;
 
@@ -45,13 +43,13 @@ std::string show_ids(const std::vector<int32_t>& ids, size_t around) {
 }
 
 void compare_with_reference(const std::string& name) {
-  const std::string dir = npm_files().tokenizer_dirs.at(name);
+  const std::string dir = loom_test::tokenizer_dir(name);
   const std::string out = (loom_test::tmp_dir("tokenizer_ref_" + name) / "reference.jsonl").string();
   auto start = std::chrono::steady_clock::now();
-  const auto r = loom_test::run_shell(std::string(LOOM_NODE) + " " + LOOM_SOURCE_DIR + "/tests/tokenizers/reference.mjs " +
-                                      npm_files().modules + " " + dir + " " + corpus_file() + " " + out);
+  const auto r = loom_test::run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR + "/tests/tokenizers/reference.py " + dir +
+                                      " " + corpus_file() + " " + out);
   REQUIRE_MESSAGE(r.code == 0, r.err);
-  const double js_seconds = seconds_since(start);
+  const double reference_seconds = seconds_since(start);
 
   start = std::chrono::steady_clock::now();
   const auto tokenizer = loom::tok::load_tokenizer(dir);
@@ -90,7 +88,7 @@ void compare_with_reference(const std::string& name) {
   std::cout << name << ": " << same_ids << "/" << doc << " documents identical ids (" << tokens << " tokens, " << bytes
             << " bytes), " << same_text << "/" << doc << " identical text, " << same_plain << "/" << doc
             << " identical text without special tokens; loom load " << load_seconds << " s, encode " << encode_seconds
-            << " s; transformers.js load+encode+decode " << js_seconds << " s\n";
+            << " s; Python tokenizers load+encode+decode " << reference_seconds << " s\n";
   if (!first_difference.empty()) std::cout << "  first difference: " << first_difference << "\n";
   CHECK(doc == corpus().size());
   CHECK(same_ids == doc);
@@ -110,8 +108,8 @@ TEST_CASE("the corpus is over 1 MB and holds every kind of text") {
     CHECK_MESSAGE(all.find(part) != std::string::npos, part);
 }
 
-TEST_CASE("qwen3 tokenizes exactly as transformers.js") { compare_with_reference("qwen3"); }
-TEST_CASE("llama3 tokenizes exactly as transformers.js") { compare_with_reference("llama3"); }
-TEST_CASE("gemma3 tokenizes exactly as transformers.js") { compare_with_reference("gemma3"); }
-TEST_CASE("gpt4o tokenizes exactly as transformers.js") { compare_with_reference("gpt4o"); }
-TEST_CASE("llama2 tokenizes exactly as transformers.js") { compare_with_reference("llama2"); }
+TEST_CASE("qwen3 tokenizes exactly as Hugging Face's tokenizers") { compare_with_reference("qwen3"); }
+TEST_CASE("llama3 tokenizes exactly as Hugging Face's tokenizers") { compare_with_reference("llama3"); }
+TEST_CASE("gemma3 tokenizes exactly as Hugging Face's tokenizers") { compare_with_reference("gemma3"); }
+TEST_CASE("gpt4o tokenizes exactly as Hugging Face's tokenizers") { compare_with_reference("gpt4o"); }
+TEST_CASE("llama2 tokenizes exactly as Hugging Face's tokenizers") { compare_with_reference("llama2"); }

@@ -15,7 +15,7 @@ namespace loom::test {
 // Documents of 100 bytes to ~6 KB, at least `min_bytes` in all.
 std::vector<std::string> tokenizer_corpus(size_t min_bytes, uint64_t seed);
 
-// Writes documents as <uint32 little-endian length><bytes> (what reference.mjs reads).
+// Writes documents as <uint32 little-endian length><bytes> (what reference.py reads).
 void write_corpus(const std::vector<std::string>& documents, const std::string& path);
 
 }  // namespace loom::test

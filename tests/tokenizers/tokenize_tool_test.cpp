@@ -6,10 +6,10 @@
 #include <fstream>
 
 #include "little_endian.hpp"
-#include "npm_files.hpp"
 #include "run_host.hpp"
 #include "token_file_format.hpp"
 #include "tokenizer.hpp"
+#include "tokenizer_files.hpp"
 
 namespace {
 
@@ -30,7 +30,7 @@ std::string tool(const std::string& args) { return std::string(LOOM_TOKENIZE_BIN
 }  // namespace
 
 TEST_CASE("loom-tokenize --tokenizer: each document's ids then EOS, the same at 1 and 2 threads, decoded back") {
-  const std::string qwen = loom::test::npm_files().tokenizer_dirs.at("qwen3");
+  const std::string qwen = loom_test::tokenizer_dir("qwen3");
   const auto dir = loom_test::tmp_dir("tokenize_tool");
   const std::vector<std::string> docs = {"Hello, world! It's 2026.\n", "我们训练模型。\n\tint x = 42;\n",
                                          "emoji 👨‍👩‍👧‍👦 and <|im_start|>user\nhi<|im_end|>"};
@@ -62,7 +62,7 @@ TEST_CASE("loom-tokenize --tokenizer: each document's ids then EOS, the same at 
 }
 
 TEST_CASE("loom-tokenize --tokenizer refuses bad JSONL lines, narrow dtypes and bad tokenizers in one line") {
-  const std::string qwen = loom::test::npm_files().tokenizer_dirs.at("qwen3");
+  const std::string qwen = loom_test::tokenizer_dir("qwen3");
   const auto dir = loom_test::tmp_dir("tokenize_tool_bad");
   std::ofstream(dir / "bad.jsonl") << R"({"text": "ok"})" << "\n" << "{not json\n";
   std::ofstream(dir / "field.jsonl") << R"({"body": "ok"})" << "\n";

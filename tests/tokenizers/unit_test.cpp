@@ -47,15 +47,27 @@ TEST_CASE("invalid UTF-8 becomes U+FFFD per maximal subpart, as WHATWG decoders 
   CHECK(is_valid_utf8("\xFF") == false);
 }
 
-TEST_CASE("regular expressions mean what they mean in JavaScript") {
-  // \s is JavaScript's set: U+FEFF is white space, U+0085 is not.
-  CHECK(matches("\\s+", "a\xEF\xBB\xBF" "b") == std::vector<std::string>{"\xEF\xBB\xBF"});
-  CHECK(matches("\\s+", "a\xC2\x85" "b").empty());
-  CHECK(matches("\\d+", "12٣4").size() == 2);  // \d is ASCII only
-  CHECK(matches("(?i:'s|'t|'re|'ve|'m|'ll|'d)", "it'S ſ 'ſ").size() == 1);  // spelled out: no U+017F
+TEST_CASE("trimming takes Unicode White_Space, as Rust's str::trim in tokenizers") {
+  CHECK(trim_white_space_start("\xC2\x85 a ") == "a ");                          // U+0085 goes
+  CHECK(trim_white_space_end("a\xEF\xBB\xBF") == "a\xEF\xBB\xBF");                   // U+FEFF stays
+}
+
+TEST_CASE("regular expressions mean what they mean in Hugging Face's tokenizers (Oniguruma)") {
+  // \s is Unicode White_Space: U+0085 is white space, U+FEFF is not.
+  CHECK(matches("\\s+", "a\xC2\x85" "b") == std::vector<std::string>{"\xC2\x85"});
+  CHECK(matches("\\s+", "a\xEF\xBB\xBF" "b").empty());
+  CHECK(matches("[^\\S]+", "a\xC2\x85 b") == std::vector<std::string>{"\xC2\x85 "});
+  CHECK(matches("\\d+", "12٣4x") == std::vector<std::string>{"12٣4"});  // \d is every Nd digit
+  CHECK(matches("\\w+", "é_٣ ") == std::vector<std::string>{"é_٣"});
+  // Case folding is Unicode's: U+017F folds to s.
+  CHECK(matches("(?i:'s|'t|'re|'ve|'m|'ll|'d)", "it'S ſ 'ſ").size() == 2);
   CHECK(matches("\\p{L}+", "héllo wörld") == std::vector<std::string>{"héllo", "wörld"});
+  // The Unicode version is Oniguruma's (16), not PCRE2's: U+1C89 became a letter in 16.0.
+  CHECK(matches("\\p{Lu}", "\xE1\xB2\x89") == std::vector<std::string>{"\xE1\xB2\x89"});
+  CHECK(matches("\\P{L}+|\\p{^N}+", "a1") == std::vector<std::string>{"a", "1"});
   CHECK(matches("\\u0041", "ABA") == std::vector<std::string>{"A", "A"});
-  // After an empty match the search moves one code point on, as String.matchAll does.
+  CHECK(matches("^a|a$", "a\na\r\nb") == std::vector<std::string>{"a", "a"});  // line anchors, \n only
+  // After an empty match the search moves one code point on.
   CHECK(matches("x*", "éx").size() == 3);
   CHECK_THROWS_WITH_AS(JsRegex("(unclosed", false, "pre_tokenizer.pattern"), doctest::Contains("pre_tokenizer.pattern"), TokenizerError);
 }

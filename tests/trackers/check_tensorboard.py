@@ -18,7 +18,7 @@ plugins/trackers/tensorboard/proto/*.proto. Checked, for every file in name orde
     ("optimizer.lr", "trackers[1].use"), parsed here with Python's tomllib;
   - --resumed-at N: a SessionLog START at step N + 1.
 Prints one "ok: ..." line and exits 0; exits 1 naming the first failure; exits 2 when this
-Python lacks google.protobuf (Debian: apt-get install python3-protobuf; tools/dev does).
+Python lacks google.protobuf (tools/dev installs it into .venv/).
 """
 import argparse
 import json
@@ -37,8 +37,8 @@ def fail(message):
 try:
     import google.protobuf  # noqa: F401 (only its presence is checked here)
 except ImportError:
-    print("check_tensorboard: " + sys.executable + " has no google.protobuf module; install Debian's "
-          "python3-protobuf (tools/dev installs it)", file=sys.stderr)
+    print("check_tensorboard: " + sys.executable + " has no google.protobuf module; tools/dev installs "
+          "it into .venv/ (tools/python-requirements.txt)", file=sys.stderr)
     sys.exit(2)
 
 

@@ -155,7 +155,7 @@ inline std::string python_modules() {
 
 // Runs check_tensorboard.py on a run folder; extra: "--resumed-at 20 --files 2".
 inline Result check_tensorboard(const fs::path& run_dir, const std::string& extra = "") {
-  return run_shell(std::string(LOOM_TEST_PYTHON) + " " + LOOM_TB_CHECK + " --pb '" + python_modules() + "' --tb '" +
+  return run_shell(std::string(LOOM_PYTHON) + " " + LOOM_TB_CHECK + " --pb '" + python_modules() + "' --tb '" +
                    (run_dir / "tensorboard").string() + "' --jsonl '" + (run_dir / "metrics.jsonl").string() +
                    "' --manifest '" + (run_dir / "manifest.toml").string() + "' " + extra);
 }

@@ -1,5 +1,5 @@
 // DLPack batches become tensors without a copy, and their deleter runs exactly once.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <loom/dlpack.hpp>
 

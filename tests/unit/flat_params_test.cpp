@@ -1,6 +1,6 @@
 // Flat parameter buffers: parameters become views, autograd accumulates into the flat
 // gradient buffer, and norm/clip/zero act on the whole buffer.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
 

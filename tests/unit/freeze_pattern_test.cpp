@@ -1,6 +1,6 @@
 // [model] freeze's matching rule (train/frozen_params.hpp): substrings without '*', whole-name
 // globs with it.
-#include <doctest/doctest.h>
+#include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include "train/frozen_params.hpp"
 

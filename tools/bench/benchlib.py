@@ -1,8 +1,9 @@
-# tools/bench/benchlib.py: small helpers shared by checkpoint_bench and distributed_bench.
+# tools/bench/benchlib.py: small helpers shared by the benchmarks.
 #
 # Benchmarks print numbers and never pass or fail on them. Everything here is plain Python 3
-# (no torch): a frozen copy of the built host, process timing, medians, machine facts, and
-# evicting one file from the page cache without root.
+# (no torch): the project's Python to run torch peers with, a frozen copy of the built host,
+# process timing, medians, machine facts, the real tokenizer files, and evicting one file from
+# the page cache without root.
 import datetime
 import json
 import os
@@ -14,10 +15,39 @@ import sys
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# The project's Python environment (tools/dev makes it): its torch is the very LibTorch the host
+# is built against, so a Python peer measures the same library, not another build of it.
+PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+
+
+def use_project_python():
+    """For a benchmark that imports torch: runs this script again under .venv's Python when
+    another one started it (the shebang's /usr/bin/python3 has no torch)."""
+    if os.path.realpath(sys.prefix) == os.path.realpath(os.path.join(ROOT, ".venv")):
+        return
+    if not os.access(PYTHON, os.X_OK):
+        sys.exit(f"{PYTHON} is missing: run tools/dev build first (it makes .venv/ with the pinned torch)")
+    os.execv(PYTHON, [PYTHON, os.path.abspath(sys.argv[0])] + sys.argv[1:])
 
 
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
+
+
+def tokenizer_dir(name):
+    """The real tokenizer files of `name` (tokenizer.json, tokenizer_config.json): other people's
+    files, never committed; in ../shared/tokenizers beside the repository or $LOOM_TOKENIZER_FILES."""
+    root = os.environ.get("LOOM_TOKENIZER_FILES") or os.path.join(ROOT, "..", "shared", "tokenizers")
+    path = os.path.normpath(os.path.join(root, name))
+    if not os.path.isfile(os.path.join(path, "tokenizer.json")):
+        sys.exit(f"no real tokenizer files at {path} (put them in ../shared/tokenizers or name their folder in LOOM_TOKENIZER_FILES)")
+    return path
+
+
+def python():
+    """The project's Python (.venv from tools/dev: tokenizers, tiktoken, transformers), else this one."""
+    venv = os.path.join(ROOT, ".venv", "bin", "python")
+    return venv if os.path.exists(venv) else sys.executable
 
 
 def median(xs):

@@ -3,6 +3,7 @@
 // Header-only, in the plugin-local namespace loom_gpt.
 #pragma once
 
+#include <ATen/core/grad_mode.h>
 #include <loom/model.hpp>
 
 #include <string>

@@ -11,23 +11,14 @@
 namespace loom_gpt {
 namespace {
 
-// CBLAS, found in the process: LibTorch brought the BLAS in (OpenBLAS here, MKL in pip wheels).
-enum CblasOrder { kRowMajor = 101 };
-enum CblasTranspose { kNoTrans = 111, kTrans = 112 };
-using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
-
-Sgemm cblas_sgemm() {
-  static const Sgemm fn = reinterpret_cast<Sgemm>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
-  return fn;
-}
-
-// Heads in parallel, each GEMM on one thread, only where the BLAS runs its threads on OpenMP
-// (inside a parallel region it then stays serial). OpenBLAS's pthreads build would run every
-// call on its own pool from several threads at once; there the heads go one by one instead.
+// Heads in parallel, each GEMM on one thread, unless the BLAS is OpenBLAS's pthreads build,
+// which would run every call on its own pool from several threads at once (there the heads go
+// one by one). MKL in the PyTorch wheels and OpenBLAS's OpenMP build run serial inside a
+// parallel region.
 bool heads_in_parallel() {
   static const bool yes = [] {
     const auto get_parallel = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
-    return get_parallel && get_parallel() == 2;
+    return !get_parallel || get_parallel() == 2;
   }();
   return yes;
 }
@@ -53,12 +44,18 @@ void for_each_block(int64_t T, const F& f) {  // f(first row, one past the last 
   for (int64_t r0 = 0; r0 < T; r0 += kBlock) f(r0, std::min(T, r0 + kBlock));
 }
 
-// Row-major C (m x n) = alpha op(A) op(B) + beta C.
+// Row-major C (m x n) = alpha op(A) op(B) + beta C, on views of the packed buffers (no copy).
+// Through LibTorch's addmm, which reaches the BLAS it was built with: the PyTorch wheels link
+// MKL statically and export no cblas_sgemm to call directly. beta = 0 ignores C's contents.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm()(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-                static_cast<int>(ldc));
+  const auto view = [](const float* p, int64_t rows, int64_t cols, int64_t ld, bool transposed) {
+    at::Tensor t = at::from_blob(const_cast<float*>(p), {transposed ? cols : rows, transposed ? rows : cols}, {ld, 1},
+                                 at::TensorOptions().dtype(at::kFloat));
+    return transposed ? t.t() : t;
+  };
+  at::Tensor out = at::from_blob(c, {m, n}, {ldc, 1}, at::TensorOptions().dtype(at::kFloat));
+  at::addmm_out(out, out, view(a, m, k, lda, ta), view(b, k, n, ldb, tb), beta, alpha);
 }
 
 // Where head i = (b, h) of the packed tensors starts: q, k, v inside qkv (row stride 3C), the
@@ -158,8 +155,7 @@ struct PackedAttention : torch::autograd::Function<PackedAttention> {
 bool packed_attention_applies(const at::Tensor& qkv, const at::Tensor& mask, double dropout_p, bool training) {
   const auto plain = [](const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; };
   return plain(qkv) && plain(mask) && qkv.dim() == 3 && qkv.is_contiguous() && mask.dim() == 2 &&
-         mask.stride(1) == 1 && mask.size(0) >= qkv.size(1) && !(dropout_p > 0.0 && training) &&
-         cblas_sgemm() != nullptr;
+         mask.stride(1) == 1 && mask.size(0) >= qkv.size(1) && !(dropout_p > 0.0 && training);
 }
 
 at::Tensor packed_causal_attention(const at::Tensor& qkv, int64_t n_head, const at::Tensor& mask) {

@@ -3,9 +3,10 @@
 // q, k and v from (B, T, 3C) to (B H, T, D), which copies each of them, runs LibTorch's bmm
 // (on CPU a serial loop of small GEMMs with a view, a check and a dispatch per head: 58-69
 // GFLOP/s where one large GEMM reaches 100 on one core here), and copies the output back to
-// (B, T, C); backward does the same again. This path calls the BLAS (cblas_sgemm) once per
-// (batch row, head) on strided pointers into qkv and into the output, the heads split across
-// LibTorch's threads, each product single-threaded; softmax and its backward stay LibTorch's.
+// (B, T, C); backward does the same again. This path runs one matrix product per (batch row,
+// head) on strided views into qkv and into the output (LibTorch's addmm: the PyTorch wheels
+// export no CBLAS to call directly), the heads split across LibTorch's threads, each product
+// single-threaded; softmax and its backward stay LibTorch's.
 // Same arithmetic as attention.hpp's causal_attention (scale and mask added before the softmax),
 // except that the products skip the 64 x 64 blocks above the diagonal, whose probabilities
 // are exactly 0: the mask must be causal (-inf above the diagonal), as causal_mask makes it.
@@ -16,7 +17,7 @@
 namespace loom_gpt {
 
 // Whether packed_causal_attention can take these: contiguous fp32 CPU qkv (B, T, 3C), a 2-D
-// (T_max, T_max) mask, no attention dropout, and a CBLAS in the process.
+// (T_max, T_max) mask, no attention dropout.
 bool packed_attention_applies(const at::Tensor& qkv, const at::Tensor& mask, double dropout_p, bool training);
 
 // qkv: (B, T, 3C), q | k | v along the last dimension, head h at columns h*D .. h*D+D-1 of

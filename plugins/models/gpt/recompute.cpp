@@ -1,6 +1,7 @@
 #include "recompute.hpp"
 
 #include <ATen/autocast_mode.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -47,10 +48,10 @@ class ReplayScope {
       device_rng_ = rng_state(first.device);
       set_rng_state(first.device, first.device_rng);
     }
-    cpu_autocast_ = at::autocast::is_cpu_enabled();
-    cuda_autocast_ = at::autocast::is_enabled();
-    cpu_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    cuda_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    cpu_autocast_ = at::autocast::is_autocast_enabled(at::kCPU);
+    cuda_autocast_ = at::autocast::is_autocast_enabled(at::kCUDA);
+    cpu_dtype_ = at::autocast::get_autocast_dtype(at::kCPU);
+    cuda_dtype_ = at::autocast::get_autocast_dtype(at::kCUDA);
     apply(first.cpu_autocast, first.cpu_autocast_dtype, first.cuda_autocast, first.cuda_autocast_dtype);
   }
   ~ReplayScope() {
@@ -63,10 +64,10 @@ class ReplayScope {
 
  private:
   static void apply(bool cpu, at::ScalarType cpu_dtype, bool cuda, at::ScalarType cuda_dtype) {
-    at::autocast::set_cpu_enabled(cpu);
-    at::autocast::set_autocast_cpu_dtype(cpu_dtype);
-    at::autocast::set_enabled(cuda);
-    at::autocast::set_autocast_gpu_dtype(cuda_dtype);
+    at::autocast::set_autocast_enabled(at::kCPU, cpu);
+    at::autocast::set_autocast_dtype(at::kCPU, cpu_dtype);
+    at::autocast::set_autocast_enabled(at::kCUDA, cuda);
+    at::autocast::set_autocast_dtype(at::kCUDA, cuda_dtype);
   }
   const FirstRun& first_;
   at::Tensor cpu_rng_, device_rng_;
@@ -117,10 +118,10 @@ at::Tensor recomputed(std::function<at::Tensor(const at::Tensor&)> block, const 
   first->device = x.device();
   first->cpu_rng = rng_state(at::kCPU);
   if (!x.device().is_cpu()) first->device_rng = rng_state(x.device());
-  first->cpu_autocast = at::autocast::is_cpu_enabled();
-  first->cuda_autocast = at::autocast::is_enabled();
-  first->cpu_autocast_dtype = at::autocast::get_autocast_cpu_dtype();
-  first->cuda_autocast_dtype = at::autocast::get_autocast_gpu_dtype();
+  first->cpu_autocast = at::autocast::is_autocast_enabled(at::kCPU);
+  first->cuda_autocast = at::autocast::is_autocast_enabled(at::kCUDA);
+  first->cpu_autocast_dtype = at::autocast::get_autocast_dtype(at::kCPU);
+  first->cuda_autocast_dtype = at::autocast::get_autocast_dtype(at::kCUDA);
   return Checkpoint::apply(x, std::move(first));
 }
 

@@ -1,6 +1,7 @@
 // adamw: Adam with decoupled weight decay (Loshchilov & Hutter, arXiv:1711.05101), the update
 // PyTorch's torch.optim.AdamW performs, run over the host's flat buffers: one fused pass per
 // dtype/device group (fused_adamw.hpp) instead of about eight ops per parameter.
+#include <ATen/core/grad_mode.h>
 #include <loom/optimizer.hpp>
 
 #include <cmath>

@@ -1,6 +1,7 @@
 #include "fused_adamw.hpp"
 
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 

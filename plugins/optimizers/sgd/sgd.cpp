@@ -1,5 +1,6 @@
 // sgd: stochastic gradient descent with optional momentum and weight decay, applied to the
 // host's flat buffers: one fused update per group, whatever the parameter count.
+#include <ATen/core/grad_mode.h>
 #include <loom/optimizer.hpp>
 
 namespace {

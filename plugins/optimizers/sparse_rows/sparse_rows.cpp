@@ -9,6 +9,7 @@
 //   lazy_adam        Adam whose moments move only on touched rows ("lazy" Adam, the update of
 //                    PyTorch's torch.optim.SparseAdam): two [rows, dim] moments and a step
 //                    count per table, bias-corrected with that count.
+#include <ATen/core/grad_mode.h>
 #include <loom/optimizer.hpp>
 
 #include <cmath>

@@ -28,6 +28,7 @@
 //          [--clip 1.0] [--noise 0.1] [--init-std 0.02] [--layout per-param|flat] [--no-peak]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 
 #include "train/cpu_memory.hpp"
 #include "models/gpt/attention.hpp"

@@ -1,6 +1,7 @@
 // no_lr.cpp: an optimizer that declares no `lr` option. The host reads "lr" as the base
 // learning rate the schedule scales, so it must refuse this plugin (exit 3) instead of
 // training at 1.0, which is what it used to do.
+#include <ATen/core/grad_mode.h>
 #include <loom/optimizer.hpp>
 
 namespace {
