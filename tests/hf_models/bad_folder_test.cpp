@@ -159,6 +159,20 @@ TEST_CASE("config.json that Loom cannot honour is refused by key") {
           {"config.json", "\"architectures\"", "FalconForCausalLM", "LlamaForCausalLM"});
   refused(run_from(with("yarn", {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}})),
           {"\"rope_scaling\"", "yarn", "does not implement"});
+  refused(run_from(with("yarn5", {{"rope_parameters", {{"rope_type", "yarn"}, {"rope_theta", 1e4}, {"factor", 4.0}}}})),
+          {"\"rope_parameters\"", "yarn", "does not implement"});
+  // transformers 5's spelling: a field Loom does not read, or two thetas that disagree.
+  refused(run_from(with("partial", {{"rope_parameters",
+                                     {{"rope_type", "default"}, {"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}}}})),
+          {"\"rope_parameters\"", "partial_rotary_factor", "does not implement"});
+  refused(run_from(with("no_theta", {{"rope_parameters", {{"rope_type", "default"}}}})),
+          {"\"rope_parameters\"", "has no rope_theta"});
+  refused(run_from(with("two_thetas", {{"rope_theta", 10000.0}, {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 5e5}}}})),
+          {"\"rope_theta\"", "disagrees"});
+  refused(run_from(with("layer_kind", {{"layer_types", {"full_attention", "chunked_attention"}}})),
+          {"\"layer_types\"", "chunked_attention"});
+  refused(run_from(with("sliding_layer", {{"layer_types", {"full_attention", "sliding_attention"}}, {"sliding_window", 4}})),
+          {"\"sliding_window\"", "shorter than seq_len"});
   refused(run_from(with("act", {{"hidden_act", "gelu"}})), {"\"hidden_act\"", "gelu"});
   refused(run_from(with("heads", {{"num_attention_heads", -4}})), {"\"num_attention_heads\"", "positive integer"});
   refused(run_from(with("long", {{"max_position_embeddings", 8}})), {"seq_len 16", "max_position_embeddings"});

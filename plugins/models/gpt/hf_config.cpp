@@ -75,21 +75,19 @@ class Keys {
   std::string path_;
 };
 
-RopeScaling rope_scaling_from(const Keys& keys, int64_t max_positions) {
+// The scaling that `r` (a rope_scaling or rope_parameters object, named `key` in config.json)
+// describes; its kind is rope_type (older configs: type).
+RopeScaling scaling_from(const Keys& keys, const std::string& key, const nlohmann::json& r, int64_t max_positions) {
   RopeScaling out;
-  if (!keys.has("rope_scaling")) return out;
-  const nlohmann::json& r = keys.at("rope_scaling");
-  if (!r.is_object()) keys.fail("rope_scaling", "must be an object or null");
-  const Keys scaling(r, "rope_scaling");
-  // Newer configs spell the kind rope_type, older ones type.
+  const Keys scaling(r, key);
   const std::string type = scaling.text("rope_type", scaling.text("type", "default"));
   if (type == "default") return out;
   if (type != "linear" && type != "llama3")
-    keys.fail("rope_scaling", "has type \"" + type +
-                                  "\", which Loom does not implement (it implements linear and llama3); "
-                                  "refusing rather than computing different positions");
+    keys.fail(key, "has type \"" + type +
+                       "\", which Loom does not implement (it implements default, linear and llama3); "
+                       "refusing rather than computing different positions");
   out.factor = scaling.number("factor", 1.0);
-  if (!(out.factor >= 1.0)) keys.fail("rope_scaling", "factor must be at least 1");
+  if (!(out.factor >= 1.0)) keys.fail(key, "factor must be at least 1");
   if (type == "linear") {
     out.type = RopeScaling::Type::linear;
     return out;
@@ -101,8 +99,69 @@ RopeScaling rope_scaling_from(const Keys& keys, int64_t max_positions) {
                                           ? scaling.positive("original_max_position_embeddings")
                                           : max_positions);
   if (!(out.high_freq_factor > out.low_freq_factor) || !(out.low_freq_factor > 0.0))
-    keys.fail("rope_scaling", "needs 0 < low_freq_factor < high_freq_factor");
+    keys.fail(key, "needs 0 < low_freq_factor < high_freq_factor");
   return out;
+}
+
+// The fields of a rope_parameters object that Loom reads; any other one could change the
+// positions (partial rotary, yarn's attention factor, per-layer-type tables), so it is refused.
+constexpr const char* kRopeParameterFields[] = {"rope_type", "type", "rope_theta", "factor", "low_freq_factor",
+                                                 "high_freq_factor", "original_max_position_embeddings"};
+
+// The rotary settings. transformers 4 wrote rope_theta and rope_scaling at the top level;
+// transformers 5 writes one rope_parameters object ({"rope_type", "rope_theta", the scaling
+// fields}) and no top-level rope_theta, so reading only the old keys would silently fall back
+// to theta 10000 and compute another model. Both spellings at once must agree.
+void read_rope(const Keys& keys, int64_t max_positions, double& theta, RopeScaling& scaling) {
+  if (!keys.has("rope_parameters")) {
+    theta = keys.number("rope_theta", 10000.0);
+    scaling = RopeScaling{};
+    if (keys.has("rope_scaling")) {
+      if (!keys.at("rope_scaling").is_object()) keys.fail("rope_scaling", "must be an object or null");
+      scaling = scaling_from(keys, "rope_scaling", keys.at("rope_scaling"), max_positions);
+    }
+    return;
+  }
+  const nlohmann::json& r = keys.at("rope_parameters");
+  if (!r.is_object()) keys.fail("rope_parameters", "must be an object");
+  for (const auto& [field, value] : r.items()) {
+    bool known = false;
+    for (const char* f : kRopeParameterFields) known = known || field == f;
+    if (!known)
+      keys.fail("rope_parameters", "has \"" + field +
+                                       "\", which Loom does not implement; refusing rather than computing different "
+                                       "positions");
+  }
+  const Keys params(r, "rope_parameters");
+  if (!params.has("rope_theta")) keys.fail("rope_parameters", "has no rope_theta");
+  theta = params.number("rope_theta", 0.0);
+  if (!(theta > 0.0)) keys.fail("rope_parameters", "rope_theta must be positive");
+  if (keys.has("rope_theta") && keys.number("rope_theta", theta) != theta)
+    keys.fail("rope_theta", "disagrees with rope_parameters' rope_theta");
+  scaling = scaling_from(keys, "rope_parameters", r, max_positions);
+  if (keys.has("rope_scaling") && keys.at("rope_scaling") != r) {
+    if (!keys.at("rope_scaling").is_object()) keys.fail("rope_scaling", "must be an object or null");
+    const RopeScaling old = scaling_from(keys, "rope_scaling", keys.at("rope_scaling"), max_positions);
+    if (old.type != scaling.type || old.factor != scaling.factor) keys.fail("rope_scaling", "disagrees with rope_parameters");
+  }
+}
+
+// transformers 5 names each layer's attention in layer_types; Loom computes full attention only,
+// so a sliding layer goes through the sliding-window check below.
+bool has_sliding_layers(const Keys& keys) {
+  if (!keys.has("layer_types")) return false;
+  const nlohmann::json& types = keys.at("layer_types");
+  if (!types.is_array()) keys.fail("layer_types", "must be a list");
+  bool sliding = false;
+  for (const nlohmann::json& t : types) {
+    if (t == "sliding_attention") {
+      sliding = true;
+    } else if (t != "full_attention") {
+      keys.fail("layer_types",
+                "names " + t.dump() + "; Loom computes full_attention (and sliding windows no shorter than seq_len)");
+    }
+  }
+  return sliding;
 }
 
 }  // namespace
@@ -158,9 +217,8 @@ LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, i
   }
   if (s.n_head % s.n_kv_head != 0) keys.fail("num_key_value_heads", "must divide num_attention_heads");
   s.seq_len = seq_len;
-  s.rope_theta = keys.number("rope_theta", 10000.0);
+  read_rope(keys, hf.max_positions, s.rope_theta, s.rope_scaling);
   s.rms_norm_eps = keys.number("rms_norm_eps", 1e-6);
-  s.rope_scaling = rope_scaling_from(keys, hf.max_positions);
   s.tie_embeddings = keys.flag("tie_word_embeddings", false);
   s.init_std = keys.number("initializer_range", 0.02);
   const std::string act = keys.text("hidden_act", "silu");
@@ -173,7 +231,8 @@ LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, i
   }
   s.qk_norm = arch == HfArchitecture::qwen3;
   // A sliding window shorter than the sequences changes which positions attend; none here does.
-  const bool windowed = arch == HfArchitecture::mistral || keys.flag("use_sliding_window", false);
+  const bool windowed =
+      arch == HfArchitecture::mistral || keys.flag("use_sliding_window", false) || has_sliding_layers(keys);
   if (windowed && keys.has("sliding_window")) {
     const int64_t window = keys.positive("sliding_window");
     if (window < seq_len)

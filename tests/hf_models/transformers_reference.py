@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""transformers_reference.py: tiny random models written and run by the real transformers (the
+version tools/python-requirements.txt pins, 5.x), so hf_causal_lm is checked against the
+folders transformers 5 itself saves (rope_parameters, dtype, layer_types) and its own forward.
+
+  transformers_reference.py write --arch ARCH --out DIR [--seed S]
+      save_pretrained of a random ARCH model (float32 weights) into DIR
+  transformers_reference.py logits --model DIR --ids "1,2,3;4,5,6" --out FILE
+      {"logits": [[[...]]]}: the folder loaded with from_pretrained, run in float64, eager attention
+"""
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: the tests make their models
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+# Small enough to run in a second, with every feature the family's config can switch on that
+# Loom implements: grouped-query heads, Llama 3 and linear rotary scaling, Qwen3's head_dim and
+# q/k norms, Qwen2's biases, Mistral's sliding window (no shorter than the test's sequences).
+COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.2, tie_word_embeddings=False)
+ARCHS = {
+    "llama3": ("LlamaConfig", "LlamaForCausalLM", dict(rope_parameters={
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 16})),
+    "llama_linear": ("LlamaConfig", "LlamaForCausalLM",
+                     dict(rope_parameters={"rope_type": "linear", "rope_theta": 20000.0, "factor": 2.0})),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM",
+              dict(head_dim=16, rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
+    "mistral": ("MistralConfig", "MistralForCausalLM",
+                dict(sliding_window=32, rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", None),
+}
+
+
+def write(args):
+    config_class, model_class, extra = ARCHS[args.arch]
+    torch.manual_seed(args.seed)
+    if extra is None:  # GPT-2 names its sizes its own way
+        config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                         initializer_range=0.2, bos_token_id=0, eos_token_id=0)
+    else:
+        config = getattr(transformers, config_class)(**COMMON, **extra)
+    model = getattr(transformers, model_class)(config)
+    model.save_pretrained(args.out)
+
+
+def logits(args):
+    model = transformers.AutoModelForCausalLM.from_pretrained(args.model, attn_implementation="eager")
+    model = model.to(torch.float64).eval()
+    ids = torch.tensor([[int(t) for t in row.split(",")] for row in args.ids.split(";")])
+    with torch.no_grad():
+        out = model(input_ids=ids).logits
+    with open(args.out, "w") as f:
+        json.dump({"logits": out.tolist(), "transformers": transformers.__version__}, f)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("write")
+    w.add_argument("--arch", required=True, choices=sorted(ARCHS))
+    w.add_argument("--out", required=True)
+    w.add_argument("--seed", type=int, default=0)
+    lg = sub.add_parser("logits")
+    lg.add_argument("--model", required=True)
+    lg.add_argument("--ids", required=True)
+    lg.add_argument("--out", required=True)
+    args = ap.parse_args()
+    {"write": write, "logits": logits}[args.command](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
