@@ -1,6 +1,5 @@
-// attention.hpp: causal self-attention in plain ATen ops (LibTorch 1.13 has no
-// at::scaled_dot_product_attention) and rotary position embeddings in Hugging Face's
-// "rotate_half" layout, shared by the `gpt` and `llama` components. Header-only, in the
+// attention.hpp: causal self-attention through LibTorch's fused kernels and rotary position
+// embeddings in Hugging Face's "rotate_half" layout, shared by the `gpt` and `llama` components. Header-only, in the
 // plugin-local namespace loom_gpt; the plugin exports nothing but loom_plugin_init.
 //
 // Shapes: B = batch, T = sequence, C = channels (n_embd), H = query heads, K = key/value heads,
@@ -19,37 +18,38 @@ inline at::Tensor maybe_dropout(const at::Tensor& x, double p, bool training) {
 }
 
 // The causal mask as an additive bias: 0 where position t may look (s <= t), -inf above the
-// diagonal. Added inside the score GEMM (baddbmm), it costs no pass of its own. A buffer, not a
-// parameter; callers slice [:T, :T] for shorter inputs. float32; autocast casts it with the scores.
+// diagonal. A buffer, not a parameter; callers slice [:T, :T] for shorter inputs. float32.
+// Attention on a plain causal layout never reads it (is_causal says the same to the fused
+// kernels); packed documents start from it, and so do decoding steps and the CPU kernel of
+// packed_attention.hpp.
 inline at::Tensor causal_mask(int64_t block_size, const at::Device& device) {
   const at::Tensor above = at::ones({block_size, block_size}, at::kBool).triu(1);              // (T, T)
   return at::zeros({block_size, block_size}).masked_fill(above, -INFINITY).to(device);         // (T, T)
 }
 
-// softmax(q k^T / sqrt(D) + mask) v, with dropout on the attention weights.
+// softmax(q k^T / sqrt(D) + mask) v, with dropout on the attention weights, through LibTorch's
+// scaled_dot_product_attention: flash attention on CUDA and on the CPU where it applies (the
+// (T, S) scores never exist whole), memory-efficient attention for masked rows on CUDA, the
+// math path otherwise. tests/threads/sdpa_attention_test.cpp holds it to the math path in double.
 // q: (B, H, T, D); k, v: (B, K, S, D) with S >= T: the last T of the S positions are the
 // queries' own (S > T when earlier keys and values come from a decoding cache, kv_cache.hpp).
 // H is a multiple of K (grouped-query attention: query head h reads key/value head h / (H / K),
-// as Hugging Face's repeat_kv). mask: the shared (T_max, T_max) causal bias, whose rows S-T..S-1
-// and columns 0..S-1 apply, or (B, T, S), one per row (packed documents, packing.hpp).
-// Returns (B, H, T, D).
-// Scale and mask ride in one baddbmm (scores = mask + scale * q k^T): the textbook
-// matmul, * scale, masked_fill sequence makes two more passes over the (B, H, T, T) scores
-// forward and two backward, about 5% of a small gpt's step on CPU (tools/bench/compare).
-inline at::Tensor causal_attention(const at::Tensor& q, at::Tensor k, at::Tensor v, const at::Tensor& mask,
-                                   double dropout_p, bool training) {
-  const int64_t B = q.size(0), H = q.size(1), K = k.size(1), T = q.size(2), S = k.size(2), D = q.size(3);
-  if (K != H) {
-    k = k.repeat_interleave(H / K, /*dim=*/1);  // (B, H, S, D)
-    v = v.repeat_interleave(H / K, /*dim=*/1);  // (B, H, S, D)
-  }
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  const at::Tensor bias = mask.dim() == 3 ? mask.unsqueeze(1).expand({B, H, T, S}).reshape({B * H, T, S})
-                                          : mask.narrow(0, S - T, T).narrow(1, 0, S).expand({B * H, T, S});  // (BH, T, S)
-  const at::Tensor scores = at::baddbmm(bias, q.reshape({B * H, T, D}), k.reshape({B * H, S, D}).transpose(1, 2),
-                                        /*beta=*/1.0, /*alpha=*/scale);                 // (BH, T, S)
-  const at::Tensor att = maybe_dropout(at::softmax(scores, -1), dropout_p, training);   // (BH, T, S)
-  return at::bmm(att, v.reshape({B * H, S, D})).view({B, H, T, D});                     // (B, H, T, D)
+// as Hugging Face's repeat_kv); enable_gqa reads the shared heads in place, never repeated.
+// mask: the shared (T_max, T_max) causal bias, whose rows S-T..S-1 and columns 0..S-1 apply,
+// or (B, T, S), one per row (packed documents, packing.hpp). Returns (B, H, T, D).
+inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const at::Tensor& mask, double dropout_p, bool training) {
+  const int64_t H = q.size(1), K = k.size(1), T = q.size(2), S = k.size(2);
+  const double p = training ? dropout_p : 0.0;
+  const bool gqa = K != H;
+  if (mask.dim() == 2 && S == T)  // the plain causal layout: no mask tensor, the kernels know it
+    return at::scaled_dot_product_attention(q, k, v, c10::nullopt, p, /*is_causal=*/true, c10::nullopt, gqa);
+  if (mask.dim() == 2 && T == 1)  // one new token sees every cached position
+    return at::scaled_dot_product_attention(q, k, v, c10::nullopt, p, /*is_causal=*/false, c10::nullopt, gqa);
+  // A float mask must have the queries' dtype (bf16 under autocast); -inf and 0 survive the cast.
+  const at::Tensor bias = mask.dim() == 3 ? mask.unsqueeze(1)                                    // (B, 1, T, S)
+                                          : mask.narrow(0, S - T, T).narrow(1, 0, S);           // (T, S)
+  return at::scaled_dot_product_attention(q, k, v, bias.to(q.scalar_type()), p, /*is_causal=*/false, c10::nullopt, gqa);
 }
 
 // How the rotary frequencies are stretched for contexts longer than the model was trained on,

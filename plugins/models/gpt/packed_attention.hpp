@@ -6,7 +6,11 @@
 // (B, T, C); backward does the same again. This path runs one matrix product per (batch row,
 // head) on strided views into qkv and into the output (LibTorch's addmm: the PyTorch wheels
 // export no CBLAS to call directly), the heads split across LibTorch's threads, each product
-// single-threaded; softmax and its backward stay LibTorch's.
+// single-threaded; softmax and its backward stay LibTorch's. Kept beside
+// scaled_dot_product_attention (attention.hpp) because it still measures faster on the CPU in
+// fp32: 2-4% at one thread, 7-20% at two, GPT sizes small and medium (tools/bench/README
+// "Attention on the CPU"); everything else (CUDA, bf16, dropout, llama, packed rows, decoding)
+// takes the fused kernels.
 // Same arithmetic as attention.hpp's causal_attention (scale and mask added before the softmax),
 // except that the products skip the 64 x 64 blocks above the diagonal, whose probabilities
 // are exactly 0: the mask must be causal (-inf above the diagonal), as causal_mask makes it.

@@ -26,6 +26,10 @@
 // usage: loom_bench_gpt_loop --n-layer L --n-head H --n-embd C --seq-len T [--batch 8]
 //          [--vocab 256] [--steps 50] [--seed 0] [--threads 0] [--lr 3e-4] [--weight-decay 0.1]
 //          [--clip 1.0] [--noise 0.1] [--init-std 0.02] [--layout per-param|flat] [--no-peak]
+//          [--attention packed|sdpa]
+// --attention (flat layout): packed runs the plugin's CPU kernel (packed_attention.cpp) where it
+// applies, sdpa always attention.hpp's scaled_dot_product_attention: the A/B that decides which
+// one the plugin keeps on the CPU (tools/bench/README "Attention on the CPU").
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
@@ -59,6 +63,7 @@ struct Args {
   double lr = 3e-4, weight_decay = 0.1, clip = 1.0, noise = 0.1, init_std = 0.02;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   std::string layout = "per-param";
+  std::string attention = "packed";
   bool peak = true;
 };
 
@@ -87,9 +92,11 @@ Args parse(int argc, char** argv) {
     else if (k == "noise") a.noise = std::stod(v);
     else if (k == "init-std") a.init_std = std::stod(v);
     else if (k == "layout") a.layout = v;
+    else if (k == "attention") a.attention = v;
     else throw std::runtime_error("unknown option --" + k);
   }
   if (a.layout != "per-param" && a.layout != "flat") throw std::runtime_error("--layout is per-param or flat");
+  if (a.attention != "packed" && a.attention != "sdpa") throw std::runtime_error("--attention is packed or sdpa");
   if (a.C % a.H != 0) throw std::runtime_error("--n-embd must be a multiple of --n-head");
   return a;
 }
@@ -152,9 +159,10 @@ struct Gpt {
   std::vector<Block> blocks;
   int64_t matmul_params = 0;
   bool plugin_kernels;  // the flat layout: the plugin's attention and GELU (models/gpt/attention.hpp, gelu_tanh.hpp)
+  bool packed_kernel;   // --attention packed: the plugin's CPU kernel where it applies
 
   explicit Gpt(const Args& a)
-      : V(a.V), L(a.L), H(a.H), C(a.C), T(a.T), plugin_kernels(a.layout == "flat") {
+      : V(a.V), L(a.L), H(a.H), C(a.C), T(a.T), plugin_kernels(a.layout == "flat"), packed_kernel(a.attention == "packed") {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(a.seed);
     const auto normal = [&](at::IntArrayRef shape, double s) { return at::normal(0.0, s, shape, gen); };
     const auto filled = [&](at::IntArrayRef shape, double v) { return at::full(shape, v, at::kCPU); };
@@ -200,7 +208,7 @@ struct Gpt {
   at::Tensor attention(const Block& b, const at::Tensor& x) const {
     const int64_t Bn = x.size(0), Tn = x.size(1), D = C / H;
     const at::Tensor packed = conv1d(x, b.c_attn_w, b.c_attn_b);
-    if (plugin_kernels && loom_gpt::packed_attention_applies(packed, mask_bias, 0.0, false))  // the plugin's CPU path
+    if (plugin_kernels && packed_kernel && loom_gpt::packed_attention_applies(packed, mask_bias, 0.0, false))  // the plugin's CPU path
       return conv1d(loom_gpt::packed_causal_attention(packed, H, mask_bias), b.attn_proj_w, b.attn_proj_b);
     const std::vector<at::Tensor> qkv = packed.split(C, -1);
     const at::Tensor q = qkv[0].view({Bn, Tn, H, D}).transpose(1, 2);
