@@ -24,14 +24,15 @@ constexpr int kSteps = 5;
 constexpr double kLr = 1e-3, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kDecay = 0.1;
 
 struct Buffers {
-  at::Tensor p, m, v, scratch;
+  at::Tensor p, m, v;
+  loom_adamw::AdamWScratch scratch;
 };
 
-Buffers start(const at::Tensor& p0) { return {p0.clone(), at::zeros_like(p0), at::zeros_like(p0), at::Tensor()}; }
+Buffers start(const at::Tensor& p0) { return {p0.clone(), at::zeros_like(p0), at::zeros_like(p0), {}}; }
 
 AdamWStep hyper(int step, double weight_decay) {
   return {kLr, kBeta1, kBeta2, kEps, weight_decay, 1.0 - std::pow(kBeta1, step),
-          std::sqrt(1.0 - std::pow(kBeta2, step))};
+          std::sqrt(1.0 - std::pow(kBeta2, step)), step};
 }
 
 void write_floats(const fs::path& path, const at::Tensor& t) {
@@ -68,6 +69,31 @@ TEST_CASE("fused AdamW: one pass gives the tensor ops' numbers, with and without
     CHECK(max_relative_error(fused.m, ops.m) < 1e-6);
     CHECK(max_relative_error(fused.v, ops.v) < 1e-6);
     CHECK(!at::equal(fused.p, p0));  // it moved
+  }
+}
+
+// The path CUDA takes (at::_fused_adamw_, torch.optim.AdamW(fused=True)'s kernel, with the
+// decay mask as a pass of its own), run here on LibTorch's CPU build of the same kernel.
+TEST_CASE("fused AdamW: LibTorch's fused kernel gives the one-pass loop's numbers") {
+  at::manual_seed(9);
+  const at::Tensor p0 = at::randn({kElements});
+  const at::Tensor mask = (at::rand({kElements}) < 0.7).to(at::kFloat);
+  for (double weight_decay : {kDecay, 0.0}) {
+    Buffers loop = start(p0), kernel = start(p0);
+    for (int step = 1; step <= kSteps; ++step) {
+      const at::Tensor g = at::randn({kElements}) * 0.01;
+      loom_adamw::adamw_step(loop.p, g, loop.m, loop.v, mask, loop.scratch, hyper(step, weight_decay));
+      loom_adamw::adamw_step_libtorch_fused(kernel.p, g, kernel.m, kernel.v, mask, kernel.scratch,
+                                            hyper(step, weight_decay));
+    }
+    INFO("weight_decay " << weight_decay);
+    MESSAGE("LibTorch's kernel against the loop, weight_decay " << weight_decay << ": p "
+                                                                << max_relative_error(kernel.p, loop.p));
+    CHECK(max_relative_error(kernel.p, loop.p) < 1e-6);
+    CHECK(max_relative_error(kernel.m, loop.m) < 1e-6);
+    CHECK(max_relative_error(kernel.v, loop.v) < 1e-6);
+    CHECK(kernel.scratch.step_count.item<float>() == static_cast<float>(kSteps));
+    CHECK(!at::equal(kernel.p, p0));
   }
 }
 

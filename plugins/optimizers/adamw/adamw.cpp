@@ -1,6 +1,7 @@
 // adamw: Adam with decoupled weight decay (Loshchilov & Hutter, arXiv:1711.05101), the update
 // PyTorch's torch.optim.AdamW performs, run over the host's flat buffers: one fused pass per
-// dtype/device group (fused_adamw.hpp) instead of about eight ops per parameter.
+// dtype/device group (fused_adamw.hpp; LibTorch's fused kernel on CUDA) instead of about eight
+// ops per parameter.
 #include <ATen/core/grad_mode.h>
 #include <loom/optimizer.hpp>
 
@@ -33,8 +34,7 @@ class AdamW final : public loom::Optimizer {
       throw loom::Error("adamw: beta1 and beta2 must be in [0, 1)");
     if (eps_ <= 0 || weight_decay_ < 0) throw loom::Error("adamw: eps must be > 0 and weight_decay >= 0");
     for (size_t i = 0; i < groups_.size(); ++i) {
-      State s{at::zeros_like(groups_[i].params), at::zeros_like(groups_[i].params), at::Tensor(),
-              decay_mask(groups_[i])};
+      State s{at::zeros_like(groups_[i].params), at::zeros_like(groups_[i].params), {}, decay_mask(groups_[i])};
       add_elementwise_state("exp_avg." + std::to_string(i), i, s.exp_avg);
       add_elementwise_state("exp_avg_sq." + std::to_string(i), i, s.exp_avg_sq);
       state_.push_back(std::move(s));
@@ -48,15 +48,15 @@ class AdamW final : public loom::Optimizer {
     for (size_t i = 0; i < groups_.size(); ++i) {
       at::Tensor& p = groups_[i].params;
       State& s = state_[i];
-      loom_adamw::adamw_step(p, groups_[i].grads, s.exp_avg, s.exp_avg_sq, s.decay_mask, s.denom,
-                             {lr, beta1_, beta2_, eps_, weight_decay_, bias1, bias2_sqrt});
+      loom_adamw::adamw_step(p, groups_[i].grads, s.exp_avg, s.exp_avg_sq, s.decay_mask, s.scratch,
+                             {lr, beta1_, beta2_, eps_, weight_decay_, bias1, bias2_sqrt, step});
     }
   }
 
  private:
   struct State {
     at::Tensor exp_avg, exp_avg_sq;
-    at::Tensor denom;       // scratch, made by the unfused path (CUDA, bf16) only when it runs
+    loom_adamw::AdamWScratch scratch;  // made by the path that needs it, when it first runs
     at::Tensor decay_mask;  // 1 where weight decay applies
   };
   double beta1_, beta2_, eps_, weight_decay_;

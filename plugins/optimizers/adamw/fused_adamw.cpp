@@ -40,8 +40,9 @@ bool fusable(const at::Tensor& t, const at::Tensor& p) {
 }  // namespace
 
 void adamw_step(at::Tensor& p, const at::Tensor& grad, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
-                const at::Tensor& decay_mask, at::Tensor& scratch, const AdamWStep& s) {
+                const at::Tensor& decay_mask, AdamWScratch& scratch, const AdamWStep& s) {
   at::NoGradGuard no_grad;
+  if (p.is_cuda()) return adamw_step_libtorch_fused(p, grad, exp_avg, exp_avg_sq, decay_mask, scratch, s);
   const bool lerp_from_start = (1.0 - s.beta1) < 0.5;  // LibTorch's lerp switches formula at weight 0.5
   if (lerp_from_start && fusable(p, p) && fusable(grad, p) && fusable(exp_avg, p) && fusable(exp_avg_sq, p) &&
       fusable(decay_mask, p)) {
@@ -64,14 +65,24 @@ void adamw_step(at::Tensor& p, const at::Tensor& grad, at::Tensor& exp_avg, at::
 }
 
 void adamw_step_tensor_ops(at::Tensor& p, const at::Tensor& grad, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
-                           const at::Tensor& decay_mask, at::Tensor& scratch, const AdamWStep& s) {
+                           const at::Tensor& decay_mask, AdamWScratch& scratch, const AdamWStep& s) {
   at::NoGradGuard no_grad;
-  if (!scratch.defined()) scratch = at::empty_like(p);
+  if (!scratch.denom.defined()) scratch.denom = at::empty_like(p);
   if (s.weight_decay > 0) p.addcmul_(p, decay_mask, -s.lr * s.weight_decay);
   exp_avg.lerp_(grad, 1.0 - s.beta1);
   exp_avg_sq.mul_(s.beta2).addcmul_(grad, grad, 1.0 - s.beta2);
-  at::sqrt_out(scratch, exp_avg_sq).div_(s.bias2_sqrt).add_(s.eps);
-  p.addcdiv_(exp_avg, scratch, -s.lr / s.bias1);
+  at::sqrt_out(scratch.denom, exp_avg_sq).div_(s.bias2_sqrt).add_(s.eps);
+  p.addcdiv_(exp_avg, scratch.denom, -s.lr / s.bias1);
+}
+
+void adamw_step_libtorch_fused(at::Tensor& p, const at::Tensor& grad, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
+                               const at::Tensor& decay_mask, AdamWScratch& scratch, const AdamWStep& s) {
+  at::NoGradGuard no_grad;
+  if (s.weight_decay > 0) p.addcmul_(p, decay_mask, -s.lr * s.weight_decay);
+  if (!scratch.step_count.defined()) scratch.step_count = at::zeros({}, p.options().dtype(at::kFloat));
+  scratch.step_count.fill_(static_cast<double>(s.step));  // a kernel argument, no host round trip
+  at::_fused_adamw_({p}, {grad}, {exp_avg}, {exp_avg_sq}, {}, {scratch.step_count}, s.lr, s.beta1, s.beta2,
+                    /*weight_decay=*/0.0, s.eps, /*amsgrad=*/false, /*maximize=*/false);
 }
 
 }  // namespace loom_adamw

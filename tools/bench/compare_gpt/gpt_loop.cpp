@@ -306,7 +306,8 @@ struct PerParamStep {
 struct FlatStep {
   const Args& a;
   Gpt& m;
-  at::Tensor params, grads, exp_avg, exp_avg_sq, denom, decay_mask;
+  at::Tensor params, grads, exp_avg, exp_avg_sq, decay_mask;
+  loom_adamw::AdamWScratch scratch;
 
   FlatStep(const Args& args, Gpt& model) : a(args), m(model) {
     at::NoGradGuard no_grad;
@@ -328,7 +329,6 @@ struct FlatStep {
     }
     exp_avg = at::zeros_like(params);
     exp_avg_sq = at::zeros_like(params);
-    denom = at::empty_like(params);
   }
 
   double run(const Batch& batch, int64_t step) {
@@ -346,8 +346,8 @@ struct FlatStep {
     at::NoGradGuard no_grad;
     const double bias1 = 1.0 - std::pow(a.beta1, static_cast<double>(step));
     const double bias2_sqrt = std::sqrt(1.0 - std::pow(a.beta2, static_cast<double>(step)));
-    loom_adamw::adamw_step(params, grads, exp_avg, exp_avg_sq, decay_mask, denom,
-                           {a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, bias1, bias2_sqrt});
+    loom_adamw::adamw_step(params, grads, exp_avg, exp_avg_sq, decay_mask, scratch,
+                           {a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, bias1, bias2_sqrt, step});
     return loss_value;
   }
 };
