@@ -85,4 +85,13 @@ void HookInstance::on_event(loom_event event, const loom_state_view& state, loom
   check(vt_.on_event(handle_, event, &state, &control), "on_event");
 }
 
+bool HookInstance::reads_step_values() {
+  if (vt_.needs == nullptr) return true;
+  loom_hook_needs_args args{};
+  args.struct_size = sizeof(args);
+  args.step_values = 1;
+  check(vt_.needs(handle_, &args), "needs");
+  return args.step_values != 0;
+}
+
 }  // namespace loom

@@ -58,6 +58,9 @@ class HookInstance : public Instance<loom_hook_vtable, loom_hook> {
  public:
   HookInstance(const SlotConfig& slot, const RunContext& run);
   void on_event(loom_event event, const loom_state_view& state, loom_control& control);
+  // Whether the hook reads every step's loss and grad_norm (loom_hook_needs_args, ABI 1.9);
+  // true for a hook built before 1.9, which cannot say.
+  bool reads_step_values();
   bool has_state() const { return vt_.state_save != nullptr && vt_.state_load != nullptr; }
   std::string save_state() { return save_state_with(vt_.state_save); }
   void load_state(const std::string& state) { load_state_with(vt_.state_load, state); }

@@ -92,7 +92,8 @@ const HostTable<RunSettings>& run_table() {
               "Keep freed CPU memory for the next step instead of returning it to the OS (glibc malloc: no heap "
               "trimming, mmap only above 32 MiB); saves re-faulting every activation each step."),
        option("peak_flops", &S::peak_flops,
-              "FLOP/s that MFU is measured against; 0 measures the fp32 GEMM peak at start.")}};
+              "FLOP/s that MFU is measured against. 0: on a GPU the table knows (H100, H200, A100) its "
+              "datasheet's dense peak for run.precision, elsewhere a GEMM in that precision measured at start.")}};
   return table;
 }
 

@@ -10,6 +10,7 @@
 #include "base/failure.hpp"
 #include "train/cpu_memory.hpp"
 #include "train/device.hpp"
+#include "train/cuda_probe.hpp"
 #include "train/peak_flops.hpp"
 #include "train/trainer.hpp"
 
@@ -89,8 +90,9 @@ std::unique_ptr<CheckpointManager> build_checkpoints(const RunPlan& plan, Pipeli
 MfuBaseline build_mfu_baseline(ModelInstance& model, const RunSettings& run, const at::Device& device) {
   MfuBaseline out{model.flops_per_token(), run.peak_flops};
   if (out.flops_per_token > 0 && out.peak_flops <= 0) {
-    out.peak_flops = measure_peak_flops(device);
-    spdlog::info("MFU is reported against the fp32 GEMM peak measured now: {:.1f} GFLOP/s", out.peak_flops / 1e9);
+    const PeakFlops peak = mfu_peak(device, device.is_cuda() ? cuda_device_name(device) : "", run.precision, 0);
+    out.peak_flops = peak.flops;
+    spdlog::info("MFU is reported against {}: {:.1f} GFLOP/s", peak.source, out.peak_flops / 1e9);
   }
   return out;
 }

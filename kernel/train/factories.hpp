@@ -50,7 +50,7 @@ std::unique_ptr<CheckpointManager> build_checkpoints(const RunPlan& plan, Pipeli
 // FLOPs per token, and then no MFU is logged.
 struct MfuBaseline {
   double flops_per_token = 0;  // the model's count
-  double peak_flops = 0;       // run.peak_flops, or the fp32 GEMM peak measured now
+  double peak_flops = 0;       // peak_flops.hpp: run.peak_flops, the datasheet's or a measured GEMM's
 };
 MfuBaseline build_mfu_baseline(ModelInstance& model, const RunSettings& run, const at::Device& device);
 

@@ -14,18 +14,22 @@ class LogWindow {
  public:
   using Clock = std::chrono::steady_clock;
 
-  void add_step(int64_t tokens, double loss) {
+  void add_step(int64_t tokens) {
     steps_ += 1;
     tokens_ += tokens;
-    loss_sum_ += loss;
   }
+  // Losses arrive when the trainer reads them from the device (step_values.hpp): a sum over
+  // one or more of the window's steps.
+  void add_loss_sum(double loss_sum) { loss_sum_ += loss_sum; }
   void add_data_seconds(double seconds) { data_seconds_ += seconds; }
   int64_t steps() const { return steps_; }
 
-  // The window's record, and a new window. eta_s extrapolates seconds_per_step to the end of
-  // the run; mfu appears when the model reports its FLOPs per token.
-  MetricList finish(const Progress& progress, double seconds_per_step, double flops_per_token, double peak_flops) {
+  // The window's record, and a new window. eta_s extrapolates the window's time per step to the
+  // end of the run (wall time: on a GPU the host runs ahead of the device between reads, so its
+  // own per-step times say little); mfu appears when the model reports its FLOPs per token.
+  MetricList finish(const Progress& progress, double flops_per_token, double peak_flops) {
     const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double seconds_per_step = seconds / steps_;
     const double tokens_per_s = tokens_ / std::max(seconds, 1e-9);
     MetricList m = {{"loss", loss_sum_ / steps_},
                     {"lr", progress.lr},

@@ -45,6 +45,8 @@ class EarlyStop final : public loom::Hook {
     if (!(min_delta_ >= 0)) throw loom::Error("early_stop: min_delta must be >= 0, got " + std::to_string(min_delta_));
   }
 
+  bool reads_step_values() const override { return false; }  // metrics from LOG and EVAL_END only
+
   void on_event(loom_event event, const loom_state_view& s, loom_control& control) override {
     if ((event != LOOM_EVENT_EVAL_END && event != LOOM_EVENT_LOG) || s.metrics == nullptr) return;
     const loom_metrics metrics = loom::read_in(s.metrics);

@@ -27,6 +27,8 @@ class Eval final : public loom::Hook {
     if (every_ <= 0) throw loom::Error("eval: every must be > 0, got " + std::to_string(every_));
   }
 
+  bool reads_step_values() const override { return false; }  // the step number only
+
   void on_event(loom_event event, const loom_state_view& s, loom_control& control) override {
     if (event == LOOM_EVENT_EPOCH_END && at_epoch_end_) control.request_eval = 1;
     if (event != LOOM_EVENT_STEP_END) return;

@@ -96,6 +96,8 @@ class MemoryMonitor final : public loom::Hook {
     }
   }
 
+  bool reads_step_values() const override { return false; }  // memory, never the loss
+
   void on_event(loom_event event, const loom_state_view& s, loom_control&) override {
     if (event == LOOM_EVENT_TRAIN_BEGIN) {
       last_ = s.step;

@@ -35,6 +35,9 @@ class NanGuard final : public loom::Hook {
                         std::to_string(max_skips_));
   }
 
+  // Every step's loss and grad_norm, before the update: each step waits for the device.
+  bool reads_step_values() const override { return true; }
+
   void on_event(loom_event event, const loom_state_view& s, loom_control& control) override {
     if (event != LOOM_EVENT_BEFORE_OPTIMIZER_STEP) return;
     // loss and grad_norm are global here (grad_norm after the all-reduce), so every rank

@@ -61,6 +61,8 @@ class Profiler final : public loom::Hook {
     }
   }
 
+  bool reads_step_values() const override { return false; }  // timings, never the loss
+
   void on_event(loom_event event, const loom_state_view& s, loom_control&) override {
     switch (event) {
       case LOOM_EVENT_TRAIN_BEGIN:

@@ -3,11 +3,13 @@
 // Header-only, in the plugin-local namespace loom_gpt.
 #pragma once
 
+#include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <loom/model.hpp>
 
 #include <string>
 
+#include "chunked_loss.hpp"
 #include "common.hpp"
 #include "packing.hpp"
 
@@ -16,17 +18,17 @@ namespace loom_gpt {
 class CausalLm : public loom::Model {
  public:
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
-    check_batch(component_.c_str(), inputs, targets, seq_len_, vocab_size_);
-    return loom::token_loss_sum(forward(inputs, {at::Tensor(), mask_}), targets);
+    check(inputs, targets);
+    return head_loss(hidden(inputs, {at::Tensor(), mask_}), targets);
   }
 
   // Packed rows: position_ids and document_ids when the dataset gives them (packing.hpp).
   // With an attention_mask (packed or padded rows) it reports how full the rows are: the
   // fraction of positions that hold a token and the fraction that carry a label.
   at::Tensor loss_sum(const loom::BatchFields& batch) override {
-    check_batch(component_.c_str(), batch.input_ids, batch.labels, seq_len_, vocab_size_);
+    check(batch.input_ids, batch.labels);
     const at::Tensor* mask = batch.find("attention_mask");
-    if (!mask) return loom::token_loss_sum(forward(batch.input_ids, layout(batch)), batch.labels);
+    if (!mask) return head_loss(hidden(batch.input_ids, layout(batch)), batch.labels);
     report("nonpad_fraction", mask->ne(0).to(at::kFloat).mean());
     report("label_fraction", batch.labels.ne(LOOM_IGNORE_INDEX).to(at::kFloat).mean());
     // Instruction rows label only the answers, and over a large vocabulary the output layer is
@@ -35,7 +37,7 @@ class CausalLm : public loom::Model {
     // batches that say they are such rows (attention_mask).
     const at::Tensor labelled = batch.labels.ne(LOOM_IGNORE_INDEX);            // (B, T) bool
     const at::Tensor h = hidden(batch.input_ids, layout(batch)).index({labelled});  // (N, C)
-    return loom::token_loss_sum(head(h).unsqueeze(0), batch.labels.index({labelled}).unsqueeze(0));
+    return head_loss(h, batch.labels.index({labelled}));
   }
 
   at::Tensor logits(const loom::BatchFields& batch) override {
@@ -77,18 +79,40 @@ class CausalLm : public loom::Model {
   }
   // inputs: (B, T) -> the last layer's normalised output (B, T, C), before the output layer.
   virtual at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const = 0;
-  // The output layer: (..., C) -> logits (..., V).
+  // The output layer: (..., C) -> logits (..., V), a product with head_weight() and nothing else.
   virtual at::Tensor head(const at::Tensor& x) const = 0;
+  virtual const at::Tensor& head_weight() const = 0;  // (V, C)
   // inputs: (B, T) -> logits (B, T, V).
   at::Tensor forward(const at::Tensor& inputs, const Layout& layout) const { return head(hidden(inputs, layout)); }
 
  private:
   Layout layout(const loom::BatchFields& batch) const { return layout_of(batch, mask_, seq_len_, component_.c_str()); }
 
+  // The output layer and the token loss sum: hidden (..., C), targets (...). Logits that fit in
+  // one chunk go the plain way; larger ones through chunked_loss.hpp, never whole, in the
+  // dtype autocast would give the product.
+  at::Tensor head_loss(const at::Tensor& hidden, const at::Tensor& targets) const {
+    const at::Tensor rows = hidden.reshape({-1, hidden.size(-1)});  // (N, C)
+    const int64_t chunk = loss_chunk_rows(vocab_size_);
+    if (rows.size(0) <= chunk) return loom::token_loss_sum(head(rows), targets.reshape({-1}));
+    const at::DeviceType device = rows.device().type();
+    const at::ScalarType dtype =
+        at::autocast::is_autocast_enabled(device) ? at::autocast::get_autocast_dtype(device) : rows.scalar_type();
+    return chunked_linear_cross_entropy(rows.to(dtype), head_weight().to(dtype), targets.reshape({-1}),
+                                        LOOM_IGNORE_INDEX, chunk);
+  }
+
+  // Training batches: on a GPU the ids are scanned once (a host sync), not every step.
+  void check(const at::Tensor& inputs, const at::Tensor& targets) {
+    check_batch(component_.c_str(), inputs, targets, seq_len_, vocab_size_, !device_ids_scanned_);
+    device_ids_scanned_ |= !inputs.is_cpu();
+  }
+
   std::string component_;
   int64_t seq_len_ = 0, vocab_size_ = 0;
   at::Tensor mask_;  // (T, T) float, -inf above the diagonal; a buffer
   KvCache cache_;    // decode()'s keys and values; empty until generation
+  bool device_ids_scanned_ = false;  // a training batch's ids were scanned on the GPU once
 };
 
 }  // namespace loom_gpt

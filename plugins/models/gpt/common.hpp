@@ -33,9 +33,11 @@ inline bool ids_in_range_on_cpu(const at::Tensor& inputs, const at::Tensor& targ
 
 // Throws a loom::Error unless inputs fit the model: at most seq_len positions and every token
 // id in [0, V). Targets may also be LOOM_IGNORE_INDEX. CPU batches are scanned in place; others
-// take one small reduction and one host sync.
+// take one small reduction and one host sync, so on a GPU only while scan_device_ids is set
+// (CausalLm: the first batch). After that an id out of range still stops the run loudly: the
+// CUDA embedding and cross-entropy kernels assert on it.
 inline void check_batch(const char* component, const at::Tensor& inputs, const at::Tensor& targets, int64_t seq_len,
-                        int64_t vocab) {
+                        int64_t vocab, bool scan_device_ids = true) {
   if (inputs.dim() != 2)
     throw loom::Error(std::string(component) + ": inputs must be (B, T) token ids, got " +
                       std::to_string(inputs.dim()) + " dimensions");
@@ -46,6 +48,7 @@ inline void check_batch(const char* component, const at::Tensor& inputs, const a
                       "; raise model.seq_len to at least " + std::to_string(T) + " or shorten the data's seq_len");
   if (inputs.numel() == 0) return;
   if (ids_in_range_on_cpu(inputs, targets, vocab)) return;
+  if (!inputs.is_cpu() && !scan_device_ids) return;
   const at::Tensor valid_targets = targets.masked_fill(targets.eq(LOOM_IGNORE_INDEX), 0);
   const at::Tensor range = at::stack({inputs.min(), inputs.max(), valid_targets.min(), valid_targets.max()}).cpu();
   const int64_t* r = range.data_ptr<int64_t>();

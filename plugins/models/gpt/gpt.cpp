@@ -144,6 +144,7 @@ class GptModel : public CausalLm {
   }
 
   at::Tensor head(const at::Tensor& x) const override { return at::linear(x, wte_); }  // (..., V), tied
+  const at::Tensor& head_weight() const override { return wte_; }
 
   // x: (B, T, C) after ln_1 -> the attention branch (B, T, C). Block `index` keeps its keys
   // and values in layout.cache when decoding.

@@ -137,6 +137,7 @@ class LlamaModel : public CausalLm {
   }
 
   at::Tensor head(const at::Tensor& x) const override { return at::linear(x, lm_head_); }  // (..., V)
+  const at::Tensor& head_weight() const override { return lm_head_; }
 
   // x: (B, T, C) after input_layernorm -> the attention branch (B, T, C). Layer `index` keeps
   // its rotated keys and values in layout.cache when decoding.

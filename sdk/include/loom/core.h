@@ -23,6 +23,7 @@
  * 1.6 tracker finish. 1.7 sparse tables (LOOM_PARAM_FLAG_SPARSE_ROWS, loom_sparse_table,
  * optimizer sparse_step), LOOM_METRIC_REDUCTION_ROC_AUC, loom_batch.end_of_data. 1.8 adapters:
  * loom_context.adapters (loom_adapter_spec), LOOM_PARAM_FLAG_ADAPTER, LOOM_PARAM_FLAG_IN_OUT.
+ * 1.9 hook needs (loom_hook_needs_args): a hook says whether it reads every step's loss.
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -58,7 +59,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 8
+#define LOOM_ABI_MINOR 9
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"

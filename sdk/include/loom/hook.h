@@ -43,8 +43,9 @@ typedef struct loom_state_view {
                             LOG, SAVE) the step just run is counted */
   int64_t total_steps;
   int64_t epoch;         /* epochs the dataset has ended so far; 0 with endless datasets */
-  double loss;           /* mean loss per token of the current step */
-  double grad_norm;      /* global norm before clipping */
+  double loss;           /* mean loss per token of the current step; NaN in a step's events
+                            before LOG unless a hook says it reads them (loom_hook_needs_args) */
+  double grad_norm;      /* global norm before clipping; known as loss is */
   double lr;
   int64_t tokens;        /* tokens with loss seen so far, all ranks */
   const loom_metrics* metrics; /* may be NULL; set for LOG and EVAL_END */
@@ -65,6 +66,17 @@ typedef struct loom_control {
                                state after this step and go on with fresh data (LOAD follows) */
 } loom_control;
 
+/* (ABI 1.9) What a hook reads, asked once after create. The host fills struct_size and the
+ * defaults; the hook sets the fields it knows. */
+typedef struct loom_hook_needs_args {
+  size_t struct_size;
+  int32_t step_values; /* 1 (the default): the hook reads loss and grad_norm in AFTER_BACKWARD,
+                          BEFORE_OPTIMIZER_STEP or STEP_END of every step, so every step waits
+                          for the device to hand them over. 0: it reads them only in LOG and the
+                          events after it (EVAL_END, SAVE, TRAIN_END), where they are always
+                          known; elsewhere they are NaN on steps that do not log. */
+} loom_hook_needs_args;
+
 typedef struct loom_hook_vtable {
   size_t struct_size;
   /* Required */
@@ -76,6 +88,9 @@ typedef struct loom_hook_vtable {
   /* Optional (ABI 1.1): state kept in checkpoints (e.g. early_stop's best value). */
   loom_status* (*state_save)(loom_hook* hook, const loom_byte_writer* writer);
   loom_status* (*state_load)(loom_hook* hook, const void* data, size_t size); /* borrowed */
+  /* Optional (ABI 1.9): what the hook reads (loom_hook_needs_args). A hook without it (built
+     before 1.9) is taken to read every step's values. */
+  loom_status* (*needs)(loom_hook* hook, loom_hook_needs_args* args);
 } loom_hook_vtable;
 
 LOOM_ABI_OFFSET(loom_state_view, metrics, 8);
@@ -84,6 +99,8 @@ LOOM_ABI_OFFSET_BYTES(loom_control, request_eval, 20);
 LOOM_ABI_OFFSET_BYTES(loom_control, request_rollback, 24);
 LOOM_ABI_OFFSET(loom_hook_vtable, on_event, 3);
 LOOM_ABI_OFFSET(loom_hook_vtable, state_load, 5);
+LOOM_ABI_OFFSET(loom_hook_vtable, needs, 6);
+LOOM_ABI_OFFSET_BYTES(loom_hook_needs_args, step_values, 8);
 
 #ifdef __cplusplus
 }

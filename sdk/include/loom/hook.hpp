@@ -30,6 +30,10 @@ class Hook {
   // no state callbacks and has no entry in checkpoints.
   virtual std::string save_state() const { return {}; }
   virtual void load_state(const std::string& state) { (void)state; }
+  // Whether on_event reads state.loss or state.grad_norm in the events of every step (before
+  // LOG). true, the safe default, makes each step wait for the device; a hook that reads them
+  // only in LOG, EVAL_END or later, or not at all, returns false (loom_hook_needs_args).
+  virtual bool reads_step_values() const { return true; }
 };
 
 template <class T>
@@ -48,7 +52,13 @@ const void* Hook::vtable() {
         });
       },
       detail::state_callbacks<T, Hook, loom_hook>::save,
-      detail::state_callbacks<T, Hook, loom_hook>::load};
+      detail::state_callbacks<T, Hook, loom_hook>::load,
+      [](loom_hook* h, loom_hook_needs_args* args) {
+        return guard([&] {
+          if (args->struct_size >= offsetof(loom_hook_needs_args, step_values) + sizeof(int32_t))
+            args->step_values = detail::self<Hook>(h).reads_step_values() ? 1 : 0;
+        });
+      }};
   return &vt;
 }
 

@@ -1,0 +1,197 @@
+// train_step.cpp: one optimizer step of the training loop (docs/design.md "One training
+// step"): the micro-batches it draws, forward and backward over them, the step's loss and
+// gradient norm (on the device until read, step_values.hpp), clipping, the schedule and the
+// update, and the batch bookkeeping around them (epochs, the end of the data, units).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "base/failure.hpp"
+#include "train/trainer_loop.hpp"
+
+namespace loom {
+
+loom_control Trainer::train_step(Prefetcher& prefetch) {
+  const int64_t step = progress_.step + 1;
+  loom_control requests = fire(LOOM_EVENT_STEP_BEGIN);
+
+  // 1. Draw the micro-batches and count the tokens that carry loss.
+  const auto data_started = Clock::now();
+  epoch_ended_ = false;
+  std::vector<Batch> batches{next_batch(prefetch, requests)};
+  bool ran_out = batches.front().end_of_data;
+  int64_t tokens = batches.front().tokens;
+  for (int64_t i = 1, n = ran_out ? 1 : micro_batches_per_step(batches.front()); i < n && !ran_out; ++i) {
+    batches.push_back(next_batch(prefetch, requests));
+    ran_out = batches.back().end_of_data;
+    tokens += batches.back().tokens;
+  }
+  window_.add_data_seconds(seconds_since(data_started));
+  if (comm_) {  // the global count, so every token weighs the same on every rank; and whether any rank ran out
+    at::Tensor global = at::tensor({tokens, static_cast<int64_t>(ran_out)}, at::kLong);
+    comm_->allreduce_sum(global);
+    tokens = global[0].item<int64_t>();
+    ran_out = global[1].item<int64_t>() > 0;
+  }
+  if (ran_out) {  // end_of_step normally sees this coming (not on resume, nor inside a step's micro-batches)
+    if (batches.size() == 1)
+      spdlog::info("the data has no batch left for step {}{}; the run ends at step {}", step,
+                   batches.front().end_of_data ? "" : " on another rank", progress_.step);
+    else
+      spdlog::warn("the data ran out while drawing the micro-batches of step {} (grad_accum {}); that step is "
+                   "dropped and the run ends at step {}", step, batches.size(), progress_.step);
+    data_ran_out_ = true;
+    return requests;
+  }
+  data_state_ = batches.back().data_state;
+
+  // 2. Forward and backward; every token weighs the same across micro-batches.
+  p_->flat.zero_grad();
+  if (shards_) shards_->gather_root();  // the layers are gathered as the model reaches them
+  at::Tensor loss_total = at::zeros({}, at::TensorOptions().device(device_));
+  at::Tensor units_total;  // defined when the model reports its own units (ABI 1.2)
+  int64_t tokens_before = 0;  // this rank's label tokens in the micro-batches before
+  const double scale = 1.0 / static_cast<double>(std::max<int64_t>(tokens, 1));
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const Batch& b = batches[i];
+    ForwardResult out;
+    {
+      const AutocastScope autocast(settings_.precision, device_);  // forward and loss only
+      // The prefetcher already moved the batch to the device, so .to(device_) is a no-op;
+      // under autocast the loss may come back in bf16, and it is summed in fp32.
+      out = p_->model.forward(b.inputs.to(device_), b.targets.to(device_), b.fields, data_source_);
+    }
+    const at::Tensor loss = out.loss_sum.to(at::kFloat);
+    if (out.units.defined() || !out.metrics.empty()) count_units(out, b, tokens_before, units_total);
+    tokens_before += b.tokens;
+    if (grad_sync_ && i + 1 == batches.size()) grad_sync_->arm();  // communicate on the last only
+    if (shards_) shards_->begin_backward();
+    (loss * scale).backward();
+    loss_total += loss.detach();
+  }
+
+  // 3. Sum gradients and losses across ranks; the mean loss and the grad norm stay on the device.
+  if (comm_) {
+    overlap_sum_ += grad_sync_->finish();
+    comm_->allreduce_sum(loss_total);
+  }
+  if (p_->sparse_optimizer) p_->sparse.collect(comm_.get());  // (row, value) pairs, summed across ranks
+  if (units_total.defined()) {  // the model's units: rescale what was divided by tokens
+    if (comm_) comm_->allreduce_sum(units_total);
+    const at::Tensor correction = static_cast<double>(std::max<int64_t>(tokens, 1)) / units_total;
+    p_->flat.scale_grads(correction);
+    p_->sparse.scale(correction);
+    loss_total = loss_total * correction.to(loss_total.scalar_type());
+  }
+  at::Tensor norm = grad_sync_ ? grad_sync_->grad_norm() : p_->flat.grad_norm();
+  if (const at::Tensor sparse_squares = p_->sparse.square_sum(); sparse_squares.defined())
+    norm = (norm.to(at::kFloat).square() + sparse_squares.to(norm.device())).sqrt();
+  step_values_.add(loss_total * scale, norm);
+  if (read_every_step_) {
+    read_step_values();
+  } else {  // on the device until a log step reads them; hooks see "not known" (loom_state_view)
+    progress_.loss = std::numeric_limits<double>::quiet_NaN();
+    progress_.grad_norm = std::numeric_limits<double>::quiet_NaN();
+  }
+  merge_control(requests, fire(LOOM_EVENT_AFTER_BACKWARD));
+
+  // 4. Clip, schedule, let hooks veto, step.
+  if (settings_.clip_grad_norm > 0) {
+    const at::Tensor factor = clip_factor(norm, settings_.clip_grad_norm);
+    p_->flat.scale_grads(factor);
+    p_->sparse.scale(factor);
+  }
+  const double schedule_factor = p_->schedule.factor(step);
+  progress_.lr = p_->optimizer.base_lr() * schedule_factor;
+  const loom_control veto = fire(LOOM_EVENT_BEFORE_OPTIMIZER_STEP);
+  merge_control(requests, veto);
+  if (veto.skip_step) {
+    ++summary_.skipped_steps;
+  } else {
+    p_->optimizer.step(progress_.lr, step);
+    if (p_->sparse_optimizer)
+      p_->sparse_optimizer->sparse_step(p_->sparse_optimizer->base_lr() * schedule_factor, step, p_->sparse.grads());
+  }
+  if (grad_sync_) grad_sync_->gather_params();  // sharded: each rank updated only its slice
+  if (shards_) shards_->after_step();
+
+  // 5. The step is done: count it, then step_end.
+  progress_.step = step;
+  progress_.tokens += tokens;
+  summary_.steps += 1;
+  window_.add_step(tokens);
+  merge_control(requests, fire(LOOM_EVENT_STEP_END));
+  return requests;
+}
+
+void Trainer::read_step_values() {
+  if (!step_values_.pending()) return;
+  const StepValues::Read read = step_values_.read();
+  progress_.loss = read.last_loss;
+  progress_.grad_norm = read.last_grad_norm;
+  summary_.nonfinite_steps += read.nonfinite_steps;
+  window_.add_loss_sum(read.loss_sum);
+}
+
+Batch Trainer::next_batch(Prefetcher& prefetch, loom_control& requests) {
+  Batch b = prefetch.pop();
+  while (b.end_of_epoch) {
+    data_state_ = b.data_state;  // the position after the end: resume starts the next epoch
+    merge_control(requests, fire(LOOM_EVENT_EPOCH_END));
+    progress_.epoch += 1;
+    epoch_ended_ = true;
+    merge_control(requests, fire(LOOM_EVENT_EPOCH_BEGIN));
+    b = prefetch.pop();
+  }
+  return b;
+}
+
+loom_control Trainer::finish_data(Prefetcher& prefetch) {
+  loom_control requests{};
+  requests.struct_size = sizeof(requests);
+  while (prefetch.front_is_epoch_end()) {
+    const Batch b = prefetch.pop();
+    data_state_ = b.data_state;
+    merge_control(requests, fire(LOOM_EVENT_EPOCH_END));
+    progress_.epoch += 1;
+    epoch_ended_ = true;
+  }
+  return requests;
+}
+
+void Trainer::finish_last_epoch(Prefetcher& prefetch) {
+  Batch b = prefetch.pop();
+  if (!b.end_of_epoch) return;  // grad_accum rounded the steps up into the next epoch
+  data_state_ = b.data_state;
+  fire(LOOM_EVENT_EPOCH_END);
+  progress_.epoch += 1;
+}
+
+int64_t Trainer::micro_batches_per_step(const Batch& first) {
+  if (settings_.global_batch_size <= 0) return settings_.grad_accum;
+  if (derived_accum_ > 0) return derived_accum_;
+  const int64_t rows = first.inputs.size(0), per_step = rows * world_size();
+  if (settings_.global_batch_size % per_step != 0)
+    throw usage_failure("[run] global_batch_size " + std::to_string(settings_.global_batch_size) +
+                        " is not a multiple of " + std::to_string(rows) + " rows per micro-batch x world size " +
+                        std::to_string(world_size()) + " = " + std::to_string(per_step) +
+                        "; change global_batch_size or the data's batch size");
+  derived_accum_ = settings_.global_batch_size / per_step;
+  spdlog::info("global_batch_size {} = {} rows x {} ranks x grad_accum {}", settings_.global_batch_size, rows,
+               world_size(), derived_accum_);
+  return derived_accum_;
+}
+
+void Trainer::count_units(const ForwardResult& out, const Batch& b, int64_t tokens_before, at::Tensor& units_total) {
+  const auto on_device = at::TensorOptions().device(device_).dtype(at::kDouble);
+  const at::Tensor units =
+      out.units.defined() ? out.units.to(device_) : at::full({}, static_cast<double>(b.tokens), on_device);
+  if (out.units.defined() && !units_total.defined())
+    units_total = at::full({}, static_cast<double>(tokens_before), on_device);
+  if (units_total.defined()) units_total += units;
+  model_metrics_.add(out.metrics, units);
+}
+
+}  // namespace loom
