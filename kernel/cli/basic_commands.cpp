@@ -132,12 +132,14 @@ int command_eval(const CommandLine& line) {
   auto loaded = load_everything(line.args.at(0), line.overrides);
   const CheckpointEvaluation e = evaluate_checkpoint(loaded->plan, line.checkpoint, env);
   if (line.json) {
-    nlohmann::json out = {{"checkpoint", e.checkpoint.string()}, {"step", e.step}, {"metrics", nlohmann::json::object()}};
+    nlohmann::json out = {{"checkpoint", e.built_by_manifest ? nlohmann::json(nullptr) : nlohmann::json(e.checkpoint.string())},
+                          {"step", e.step}, {"metrics", nlohmann::json::object()}};
     for (const auto& [name, value] : e.metrics) out["metrics"][name] = value;
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::cout << e.checkpoint.string() << " (step " << e.step << ")\n";
+  if (e.built_by_manifest) std::cout << "no checkpoint: the model as the manifest builds it (step 0)\n";
+  else std::cout << e.checkpoint.string() << " (step " << e.step << ")\n";
   for (const auto& [name, value] : e.metrics) std::cout << "  " << std::left << std::setw(20) << name << value << "\n";
   return 0;
 }

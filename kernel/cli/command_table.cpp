@@ -230,7 +230,8 @@ const std::vector<Command>& commands() {
       {"validate", "MANIFEST", "check a manifest and print it resolved, every default filled in", 1, 1, {"set"},
        &command_validate},
       {"eval", "MANIFEST",
-       "evaluate a checkpoint's model on the manifest's [eval_data], without training; prints every metric", 1, 1,
+       "evaluate a checkpoint's model (the newest, or --checkpoint; with none yet, the model as the manifest "
+       "builds it) on the manifest's [eval_data], without training; prints every metric", 1, 1,
        {"set", "checkpoint", "json"}, &command_eval},
       {"plugins", "", "list plugins, their components, and the files that failed to load", 0, 0, {"json"},
        &command_plugins},

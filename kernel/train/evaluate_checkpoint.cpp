@@ -9,6 +9,7 @@
 #include "train/device.hpp"
 #include "train/evaluator.hpp"
 #include "train/factories.hpp"
+#include "train/frozen_params.hpp"
 #include "train/run_state.hpp"
 
 namespace fs = std::filesystem;
@@ -16,7 +17,9 @@ namespace fs = std::filesystem;
 namespace loom {
 namespace {
 
-fs::path choose_checkpoint(const RunPlan& plan, const fs::path& given) {
+// The checkpoint to evaluate: the given one, else the run's newest; empty when the run has none
+// (then the model is evaluated as the manifest builds it). `searched` names the folder looked in.
+fs::path choose_checkpoint(const RunPlan& plan, const fs::path& given, fs::path& searched) {
   if (!given.empty()) {
     std::string why;
     if (!verify_checkpoint(given, &why))
@@ -24,10 +27,9 @@ fs::path choose_checkpoint(const RunPlan& plan, const fs::path& given) {
     return given;
   }
   const fs::path run_dir = fs::path(plan.run.dir) / plan.run.name;
-  const fs::path dir = fs::path(plan.checkpoint.dir).is_absolute() ? fs::path(plan.checkpoint.dir)
-                                                                   : run_dir / plan.checkpoint.dir;
-  if (auto newest = newest_valid_checkpoint(dir)) return *newest;
-  throw usage_failure(dir.string() + ": no valid checkpoint to evaluate; train first, or pass --checkpoint DIR");
+  searched = fs::path(plan.checkpoint.dir).is_absolute() ? fs::path(plan.checkpoint.dir) : run_dir / plan.checkpoint.dir;
+  if (auto newest = newest_valid_checkpoint(searched)) return *newest;
+  return {};
 }
 
 }  // namespace
@@ -38,7 +40,8 @@ CheckpointEvaluation evaluate_checkpoint(const RunPlan& plan, const fs::path& gi
   if (!plan.eval_data.component)
     throw usage_failure("host eval: the manifest has no [eval_data] table; add one with use = \"<dataset>\"");
   CheckpointEvaluation out;
-  out.checkpoint = choose_checkpoint(plan, given);
+  fs::path searched;
+  out.checkpoint = choose_checkpoint(plan, given, searched);
   const at::Device device = resolve_device(plan.run.device, env.local_rank, plan.run.device_at);
   apply_run_settings(plan.run, device, env.local_world_size);
   // Components get the manifest's run folder: a checkpoint folder is sealed by its index, and
@@ -55,13 +58,23 @@ CheckpointEvaluation evaluate_checkpoint(const RunPlan& plan, const fs::path& gi
   context.adapters = plan.lora;
   ModelInstance model(plan.model, context);
   DatasetInstance data(plan.eval_data, context);
-  const auto backend = open_backend(read_checkpoint_backend(out.checkpoint), *plan.registry, out.checkpoint);
-  const LoadedCheckpoint loaded = read_checkpoint(*backend, out.checkpoint);
-  out.step = read_restored_run(loaded, out.checkpoint.string()).step;
-  prepare_for_restore(model, plan, loaded);
-  restore_model(model, loaded, out.checkpoint.string());
-  spdlog::info("evaluating {} (step {}) on [eval_data] {}, {} batches", out.checkpoint.string(), out.step,
-               data.component().name, plan.eval.max_batches);
+  if (out.checkpoint.empty()) {
+    // The score before any training (a Hugging Face folder, init_from, or the initialisation):
+    // what the model is when a run starts, frozen weights and [lora] adapters included.
+    prepare_model(model, plan);
+    out.built_by_manifest = true;
+    spdlog::info("no checkpoint in {}: evaluating model {} as the manifest builds it (before any training) on "
+                 "[eval_data] {}, {} batches", searched.string(), model.component().name, data.component().name,
+                 plan.eval.max_batches);
+  } else {
+    const auto backend = open_backend(read_checkpoint_backend(out.checkpoint), *plan.registry, out.checkpoint);
+    const LoadedCheckpoint loaded = read_checkpoint(*backend, out.checkpoint);
+    out.step = read_restored_run(loaded, out.checkpoint.string()).step;
+    prepare_for_restore(model, plan, loaded);
+    restore_model(model, loaded, out.checkpoint.string());
+    spdlog::info("evaluating {} (step {}) on [eval_data] {}, {} batches", out.checkpoint.string(), out.step,
+                 data.component().name, plan.eval.max_batches);
+  }
   out.metrics = Evaluator(data, plan.eval.max_batches, device, plan.run.precision, nullptr).run(model);
   return out;
 }

@@ -11,14 +11,17 @@
 namespace loom {
 
 struct CheckpointEvaluation {
-  std::filesystem::path checkpoint;
+  std::filesystem::path checkpoint;  // empty: no checkpoint; the model as the manifest builds it
+  bool built_by_manifest = false;    // the run had no checkpoint yet (step 0)
   int64_t step = 0;    // the step the checkpoint was written at
   MetricList metrics;  // what the evaluator reports (train/evaluator.hpp)
 };
 
 // checkpoint: a step-N folder, or empty for the newest valid one in the run's checkpoint
-// folder. Throws a usage Failure when the plan has no [eval_data] or there is no checkpoint,
-// a runtime Failure when the checkpoint is invalid or does not fit the model.
+// folder; when that folder has none, the model as the manifest builds it (a Hugging Face
+// folder, init_from, or its initialisation: the score before fine-tuning). Throws a usage
+// Failure when the plan has no [eval_data] or a given checkpoint is not valid, a runtime
+// Failure when the checkpoint does not fit the model.
 CheckpointEvaluation evaluate_checkpoint(const RunPlan& plan, const std::filesystem::path& checkpoint,
                                          const DistEnv& env);
 

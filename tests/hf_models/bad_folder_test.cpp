@@ -157,10 +157,10 @@ TEST_CASE("config.json that Loom cannot honour is refused by key") {
   };
   refused(run_from(with("arch", {{"architectures", {"FalconForCausalLM"}}})),
           {"config.json", "\"architectures\"", "FalconForCausalLM", "LlamaForCausalLM"});
-  refused(run_from(with("yarn", {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}})),
-          {"\"rope_scaling\"", "yarn", "does not implement"});
-  refused(run_from(with("yarn5", {{"rope_parameters", {{"rope_type", "yarn"}, {"rope_theta", 1e4}, {"factor", 4.0}}}})),
-          {"\"rope_parameters\"", "yarn", "does not implement"});
+  refused(run_from(with("longrope", {{"rope_scaling", {{"rope_type", "longrope"}, {"factor", 4.0}}}})),
+          {"\"rope_scaling\"", "longrope", "does not implement"});
+  refused(run_from(with("longrope5", {{"rope_parameters", {{"rope_type", "longrope"}, {"rope_theta", 1e4}, {"factor", 4.0}}}})),
+          {"\"rope_parameters\"", "longrope", "does not implement"});
   // transformers 5's spelling: a field Loom does not read, or two thetas that disagree.
   refused(run_from(with("partial", {{"rope_parameters",
                                      {{"rope_type", "default"}, {"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}}}})),
@@ -172,7 +172,8 @@ TEST_CASE("config.json that Loom cannot honour is refused by key") {
   refused(run_from(with("layer_kind", {{"layer_types", {"full_attention", "chunked_attention"}}})),
           {"\"layer_types\"", "chunked_attention"});
   refused(run_from(with("sliding_layer", {{"layer_types", {"full_attention", "sliding_attention"}}, {"sliding_window", 4}})),
-          {"\"sliding_window\"", "shorter than seq_len"});
+          {"\"layer_types\"", "sliding_attention", "LlamaForCausalLM"});
+  refused(run_from(with("layer_count", {{"layer_types", {"full_attention"}}})), {"\"layer_types\"", "one attention kind per layer"});
   refused(run_from(with("act", {{"hidden_act", "gelu"}})), {"\"hidden_act\"", "gelu"});
   refused(run_from(with("heads", {{"num_attention_heads", -4}})), {"\"num_attention_heads\"", "positive integer"});
   refused(run_from(with("long", {{"max_position_embeddings", 8}})), {"seq_len 16", "max_position_embeddings"});
@@ -182,4 +183,21 @@ TEST_CASE("config.json that Loom cannot honour is refused by key") {
   const fs::path garbage = write_tiny_llama(root / "garbage_config");
   put_bytes(garbage / "config.json", "{\"architectures\": [\n  \"LlamaForCausalLM\",,\n");
   refused(run_from(garbage), {"config.json", "line 2", "not valid JSON"});
+}
+
+// Issue 35: a config.json key that hf_causal_lm neither reads nor knows to be harmless is
+// refused by name (quantization_config would change every weight); strict = false loads anyway
+// and warns; the keys transformers itself writes (save_pretrained, transformers5_test) pass.
+TEST_CASE("a config.json key that could change the model is refused by name, or warned about with strict = false") {
+  const fs::path root = tmp_dir("hf_unknown_key");
+  const fs::path folder = write_tiny_llama(root / "quantized");
+  nlohmann::json config = tiny_llama_config();
+  config["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}};
+  config["torch_dtype"] = "float32";  // harmless: listed
+  write_json_file(folder / "config.json", config);
+  refused(run_from(folder), {"config.json", "\"quantization_config\"", "hf_causal_lm", "strict = false"});
+  const auto r = run_from(folder, "strict = false\n");
+  CHECK_MESSAGE(r.code == 0, r.err);
+  CHECK(contains(r.err, "\"quantization_config\" is a key hf_causal_lm neither reads"));
+  CHECK(contains(r.err, "ignored (strict = false)"));
 }

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
+#include <vector>
 
 #include "model_harness.hpp"
 #include "reference_io.hpp"
@@ -19,7 +21,10 @@ using namespace loom_test;
 namespace {
 
 constexpr const char* kScript = "tests/hf_models/transformers_reference.py";
-const char* kArchitectures[] = {"llama3", "llama_linear", "qwen2", "qwen3", "mistral", "gpt2"};
+const char* kArchitectures[] = {"llama3", "llama_linear", "qwen2", "qwen3", "mistral", "gpt2",
+                                "mistral_window", "qwen2_window", "qwen3_window", "llama_yarn", "qwen2_yarn",
+                                "llama_dynamic"};
+const char* kWindowed[] = {"mistral_window", "qwen2_window", "qwen3_window"};
 
 }  // namespace
 
@@ -42,4 +47,57 @@ TEST_CASE("folders saved by transformers 5 give transformers' own logits to 1e-5
                  << error);
     CHECK(error < 1e-5);
   }
+}
+
+// Sliding windows in the decode cache: token by token, the cached keys beyond the window are
+// masked as in the whole-sequence forward (which the case above holds to transformers).
+TEST_CASE("sliding windows: decoding token by token gives the whole sequence's logits") {
+  const fs::path root = tmp_dir("transformers5-decode");
+  const at::Tensor ids = tokens(2, 12, 64, 9);
+  for (const char* arch : kWindowed) {
+    const std::string name = arch;
+    CAPTURE(name);
+    const fs::path dir = root / name;
+    run_reference(kScript, "write --arch " + name + " --out " + dir.string() + " --seed 4");
+    auto model = make_model("hf_causal_lm", toml::table{{"from", dir.string()}, {"seq_len", 16}});
+    at::NoGradGuard no_grad;
+    model->set_training(false);
+    const at::Tensor whole = model->logits(ids);  // (B, T, V)
+    std::vector<at::Tensor> steps;
+    for (int64_t t = 0; t < ids.size(1); ++t) steps.push_back(model->decode(ids.narrow(1, t, 1), t));
+    const double error = relative_error(at::cat(steps, 1), whole.to(at::kDouble));
+    MESSAGE(name << ": decoded against whole, max relative error " << error);
+    CHECK(error < 1e-5);
+  }
+}
+
+// Issue 35: `host eval` of a folder nobody has trained yet scores the model as the manifest
+// builds it (the number anyone wants before fine-tuning) and says so; it is the score the run's
+// own evaluation gives before its first update (learning rate 0).
+TEST_CASE("host eval scores a fresh Hugging Face folder without a checkpoint") {
+  const fs::path root = tmp_dir("transformers5-eval");
+  const fs::path folder = root / "qwen3";
+  run_reference(kScript, "write --arch qwen3 --out " + folder.string() + " --seed 6");
+  const fs::path manifest = root / "m.toml";
+  std::ofstream(manifest) << "[run]\nname = \"fresh\"\ndir = \"" << (root / "runs").string()
+                          << "\"\nsteps = 1\nlog_every = 1\n[model]\nuse = \"hf_causal_lm\"\nfrom = \""
+                          << folder.string() << "\"\nseq_len = 16\n"
+                          << "[data]\nuse = \"synthetic\"\nbatch_size = 2\nseq_len = 16\nvocab_size = 64\n"
+                             "[eval_data]\nuse = \"synthetic\"\nbatch_size = 2\nseq_len = 16\nvocab_size = 64\n"
+                             "max_batches = 3\n[optimizer]\nuse = \"sgd\"\nlr = 0.0\n"
+                             "[[trackers]]\nuse = \"jsonl\"\n[[hooks]]\nuse = \"eval\"\nevery = 1\n";
+  const auto fresh = run_host("eval " + manifest.string() + " --json");
+  REQUIRE_MESSAGE(fresh.code == 0, fresh.err);
+  CHECK(contains(fresh.err, "as the manifest builds it"));
+  const nlohmann::json e = nlohmann::json::parse(fresh.out);
+  CHECK(e.at("checkpoint").is_null());
+  CHECK(e.at("step") == 0);
+  const double loss = e.at("metrics").at("eval_loss").get<double>();
+  CHECK(loss > 3.0);  // about ln(64) for a random model
+  const auto text = run_host("eval " + manifest.string());
+  CHECK(contains(text.out, "no checkpoint: the model as the manifest builds it"));
+  const auto trained = run_host("run " + manifest.string());
+  REQUIRE_MESSAGE(trained.code == 0, trained.err);
+  const nlohmann::json logged = nlohmann::json::parse(read_file(root / "runs" / "fresh" / "metrics.jsonl"));
+  CHECK(logged.at("eval_loss").get<double>() == doctest::Approx(loss).epsilon(1e-9));
 }

@@ -19,7 +19,7 @@ import transformers  # noqa: E402
 
 # Small enough to run in a second, with every feature the family's config can switch on that
 # Loom implements: grouped-query heads, Llama 3 and linear rotary scaling, Qwen3's head_dim and
-# q/k norms, Qwen2's biases, Mistral's sliding window (no shorter than the test's sequences).
+# q/k norms, Qwen2's biases, sliding windows longer and shorter than the test's sequences.
 COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.2, tie_word_embeddings=False)
 ARCHS = {
@@ -29,10 +29,29 @@ ARCHS = {
     "llama_linear": ("LlamaConfig", "LlamaForCausalLM",
                      dict(rope_parameters={"rope_type": "linear", "rope_theta": 20000.0, "factor": 2.0})),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
+    # YaRN with transformers' defaults (beta 32/1, attention factor 0.1 ln(factor) + 1), and with
+    # every setting given; dynamic NTK, which changes nothing below max_position_embeddings.
+    "llama_yarn": ("LlamaConfig", "LlamaForCausalLM", dict(rope_parameters={
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 16})),
+    "qwen2_yarn": ("Qwen2Config", "Qwen2ForCausalLM", dict(rope_parameters={
+        "rope_type": "yarn", "rope_theta": 1e6, "factor": 8.0, "original_max_position_embeddings": 8,
+        "beta_fast": 16.0, "beta_slow": 2.0, "mscale": 1.0, "mscale_all_dim": 0.5, "truncate": False})),
+    "llama_dynamic": ("LlamaConfig", "LlamaForCausalLM",
+                      dict(rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0})),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM",
               dict(head_dim=16, rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
     "mistral": ("MistralConfig", "MistralForCausalLM",
                 dict(sliding_window=32, rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
+    # Windows shorter than the test's 12-token rows: every Mistral layer, and Qwen's layers from
+    # max_window_layers on (transformers 5 writes them out as layer_types).
+    "mistral_window": ("MistralConfig", "MistralForCausalLM",
+                       dict(sliding_window=5, rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
+    "qwen2_window": ("Qwen2Config", "Qwen2ForCausalLM",
+                     dict(use_sliding_window=True, sliding_window=4, max_window_layers=1,
+                          rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
+    "qwen3_window": ("Qwen3Config", "Qwen3ForCausalLM",
+                     dict(head_dim=16, use_sliding_window=True, sliding_window=3, max_window_layers=0,
+                          rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", None),
 }
 

@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace loom_gpt {
@@ -36,31 +37,66 @@ inline at::Tensor causal_mask(int64_t block_size, const at::Device& device) {
 // H is a multiple of K (grouped-query attention: query head h reads key/value head h / (H / K),
 // as Hugging Face's repeat_kv); enable_gqa reads the shared heads in place, never repeated.
 // mask: the shared (T_max, T_max) causal bias, whose rows S-T..S-1 and columns 0..S-1 apply,
-// or (B, T, S), one per row (packed documents, packing.hpp). Returns (B, H, T, D).
+// or (B, T, S), one per row (packed documents, packing.hpp). window > 0: a sliding window
+// (Mistral, Qwen2): the query at position t sees keys t - window + 1 .. t only, as transformers'
+// sliding_window_overlay (kv_idx > q_idx - window); 0 sees every key before it. Returns (B, H, T, D).
 inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const at::Tensor& mask, double dropout_p, bool training) {
+                                   const at::Tensor& mask, double dropout_p, bool training, int64_t window = 0) {
   const int64_t H = q.size(1), K = k.size(1), T = q.size(2), S = k.size(2);
   const double p = training ? dropout_p : 0.0;
   const bool gqa = K != H;
-  if (mask.dim() == 2 && S == T)  // the plain causal layout: no mask tensor, the kernels know it
+  const bool windowed = window > 0 && window < S;  // a window of S or more hides nothing
+  if (mask.dim() == 2 && S == T && !windowed)  // the plain causal layout: no mask tensor, the kernels know it
     return at::scaled_dot_product_attention(q, k, v, c10::nullopt, p, /*is_causal=*/true, c10::nullopt, gqa);
-  if (mask.dim() == 2 && T == 1)  // one new token sees every cached position
+  if (mask.dim() == 2 && T == 1 && !windowed)  // one new token sees every cached position
     return at::scaled_dot_product_attention(q, k, v, c10::nullopt, p, /*is_causal=*/false, c10::nullopt, gqa);
+  at::Tensor bias = mask.dim() == 3 ? mask.unsqueeze(1)                               // (B, 1, T, S)
+                                    : mask.narrow(0, S - T, T).narrow(1, 0, S);      // (T, S)
+  if (windowed) {
+    const auto positions = at::TensorOptions().dtype(at::kLong).device(q.device());
+    const at::Tensor query_at = at::arange(S - T, S, positions).unsqueeze(1);  // (T, 1)
+    const at::Tensor key_at = at::arange(S, positions).unsqueeze(0);           // (1, S)
+    bias = bias.masked_fill(key_at <= query_at - window, -INFINITY);           // (T, S) or (B, 1, T, S)
+  }
   // A float mask must have the queries' dtype (bf16 under autocast); -inf and 0 survive the cast.
-  const at::Tensor bias = mask.dim() == 3 ? mask.unsqueeze(1)                                    // (B, 1, T, S)
-                                          : mask.narrow(0, S - T, T).narrow(1, 0, S);           // (T, S)
   return at::scaled_dot_product_attention(q, k, v, bias.to(q.scalar_type()), p, /*is_causal=*/false, c10::nullopt, gqa);
 }
 
 // How the rotary frequencies are stretched for contexts longer than the model was trained on,
 // as Hugging Face config.json's rope_scaling names it.
 struct RopeScaling {
-  enum class Type { none, linear, llama3 };
+  enum class Type { none, linear, llama3, yarn };
   Type type = Type::none;
   double factor = 1.0;
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
-  double original_max_positions = 8192.0;                 // llama3
+  double original_max_positions = 8192.0;                 // llama3, yarn
+  double beta_fast = 32.0, beta_slow = 1.0;               // yarn: the rotation counts bounding the ramp
+  bool truncate = true;                                   // yarn: whole dimensions at the ramp's ends
+  double attention_factor = 1.0;  // cos and sin are multiplied by it (yarn's mscale; 1 otherwise)
 };
+
+// YaRN (Peng et al. 2023, arXiv:2309.00071) as transformers computes it: dimensions that turn
+// fewer than beta_slow times over the original context are interpolated (divided by factor),
+// those turning more than beta_fast times kept, a linear ramp between; the ramp's ends are
+// dimension indices d where d = D ln(original / (2 pi rotations)) / (2 ln theta), rounded
+// outwards when truncate. (The attention factor scales cos and sin, in Rope.)
+inline at::Tensor yarn_inv_freq(const at::Tensor& inv_freq, int64_t head_dim, double theta, const RopeScaling& s) {
+  const double D = static_cast<double>(head_dim);
+  const auto dim_of = [&](double rotations) {
+    return D * std::log(s.original_max_positions / (rotations * 2.0 * M_PI)) / (2.0 * std::log(theta));
+  };
+  double low = dim_of(s.beta_fast), high = dim_of(s.beta_slow);
+  if (s.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, D - 1.0);
+  if (low == high) high += 0.001;  // as transformers: no division by zero
+  const at::Tensor ramp = ((at::arange(head_dim / 2, inv_freq.options()) - low) / (high - low)).clamp(0.0, 1.0);
+  const at::Tensor kept = 1.0 - ramp;  // the extrapolated share of each dimension
+  return inv_freq / s.factor * (1.0 - kept) + inv_freq * kept;
+}
 
 // inv_freq[i] = theta^(-2i / D) for i < D/2, in double, then scaled:
 //   linear: every frequency / factor (positions interpolated, Chen et al. 2023);
@@ -73,6 +109,7 @@ inline at::Tensor rope_inv_freq(int64_t head_dim, double theta, const RopeScalin
   const at::Tensor exponents = at::arange(0, head_dim, 2, f64) / static_cast<double>(head_dim);  // (D/2)
   at::Tensor inv_freq = at::pow(theta, -exponents);                                                // (D/2)
   if (scaling.type == RopeScaling::Type::linear) return inv_freq / scaling.factor;
+  if (scaling.type == RopeScaling::Type::yarn) return yarn_inv_freq(inv_freq, head_dim, theta, scaling);
   if (scaling.type != RopeScaling::Type::llama3) return inv_freq;
   const double low_wavelen = scaling.original_max_positions / scaling.low_freq_factor;
   const double high_wavelen = scaling.original_max_positions / scaling.high_freq_factor;
@@ -95,8 +132,8 @@ struct Rope {
     const at::Tensor inv_freq = rope_inv_freq(head_dim, theta, scaling);                                     // (D/2)
     const at::Tensor angles = at::outer(at::arange(block_size, at::TensorOptions().dtype(at::kDouble)), inv_freq);  // (T, D/2)
     const at::Tensor both = at::cat({angles, angles}, -1);                                                   // (T, D)
-    cos = both.cos().to(at::kFloat).to(device);
-    sin = both.sin().to(at::kFloat).to(device);
+    cos = (both.cos() * scaling.attention_factor).to(at::kFloat).to(device);
+    sin = (both.sin() * scaling.attention_factor).to(at::kFloat).to(device);
   }
 
   // x: (B, heads, T, D) -> same shape, each position rotated by its angles. positions: (B, T)

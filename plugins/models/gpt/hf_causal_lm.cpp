@@ -11,6 +11,7 @@
 #include "components.hpp"
 #include "format_error.hpp"
 #include "hf_config.hpp"
+#include "hf_config_keys.hpp"
 #include "weight_loading.hpp"
 
 namespace loom_gpt {
@@ -29,8 +30,9 @@ class HfCausalLm final : public loom::Model {
                    "Hugging Face model folder: config.json and model.safetensors (or shards with "
                    "model.safetensors.index.json)."),
       loom::option("strict", LOOM_OPTION_TYPE_BOOL, "true",
-                   "Refuse weights with missing, unexpected or mis-shaped tensors. false: load what matches, "
-                   "initialise the rest randomly, and log what did not match."),
+                   "Refuse weights with missing, unexpected or mis-shaped tensors, and config.json keys Loom "
+                   "neither reads nor knows to be harmless. false: load what matches, initialise the rest "
+                   "randomly, ignore the unknown keys, and log each."),
       loom::option("seq_len", LOOM_OPTION_TYPE_INT, "0",
                    "Longest training input, at most the model's max_position_embeddings. 0: that limit, capped "
                    "at 2048."),
@@ -51,6 +53,7 @@ class HfCausalLm final : public loom::Model {
             "hf_causal_lm: seq_len " + std::to_string(seq_len) + " must be in [1, " +
                 std::to_string(hf_.max_positions) + "], the model's max_position_embeddings in " + config_path);
     const bool strict = c.flag("strict");
+    check_config_keys(config_path, strict);
     loom::formats::LoadRules rules;
     rules.strict = strict;
     if (hf_.architecture == HfArchitecture::gpt2) {
@@ -76,6 +79,18 @@ class HfCausalLm final : public loom::Model {
     }
     adopt_params(*inner_);
     load(rules);
+  }
+
+  // A key that could change the computation is never read past in silence (hf_config_keys.hpp).
+  void check_config_keys(const std::string& config_path, bool strict) const {
+    for (const std::string& key : unknown_config_keys(hf_.config, hf_.architecture)) {
+      const std::string what = config_path + ": \"" + key + "\" is a key hf_causal_lm neither reads for " +
+                               hf_.architecture_name + " nor knows to leave the computation unchanged";
+      if (strict)
+        throw loom::Error("hf_causal_lm: " + what + "; refusing rather than computing another model (set "
+                          "[model] strict = false to load anyway)", LOOM_STATUS_CODE_INVALID_ARGUMENT);
+      loom::log(LOOM_LOG_LEVEL_WARN, "hf_causal_lm", what + "; ignored (strict = false)");
+    }
   }
 
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {

@@ -2,7 +2,10 @@
 
 #include <loom/plugin.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "format_error.hpp"
 #include "hf_folder.hpp"
@@ -38,6 +41,7 @@ class Keys {
     throw loom::Error("hf_causal_lm: " + path_ + ": \"" + key + "\" " + what, LOOM_STATUS_CODE_INVALID_ARGUMENT);
   }
   bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  const nlohmann::json& j() const { return j_; }
   const nlohmann::json& at(const std::string& key) const { return j_.at(key); }
 
   int64_t positive(const std::string& key) const {
@@ -75,6 +79,29 @@ class Keys {
   std::string path_;
 };
 
+// YaRN's settings (out has type and factor), with transformers' defaults: the original context
+// is max_position_embeddings when not given, beta_fast 32, beta_slow 1, truncate true, and the
+// attention factor 0.1 ln(factor) + 1 unless given (or the ratio of mscale to mscale_all_dim's).
+RopeScaling yarn_from(const Keys& keys, const std::string& key, const Keys& scaling, RopeScaling out,
+                      int64_t max_positions) {
+  out.type = RopeScaling::Type::yarn;
+  out.original_max_positions = double(scaling.positive("original_max_position_embeddings", max_positions));
+  out.beta_fast = scaling.number("beta_fast", 32.0);
+  out.beta_slow = scaling.number("beta_slow", 1.0);
+  out.truncate = scaling.flag("truncate", true);
+  if (!(out.beta_fast > 0.0 && out.beta_slow > 0.0)) keys.fail(key, "needs beta_fast and beta_slow above 0");
+  const auto mscale_of = [](double factor, double m) { return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; };
+  const double mscale = scaling.number("mscale", 0.0), mscale_all_dim = scaling.number("mscale_all_dim", 0.0);
+  if (scaling.has("attention_factor"))
+    out.attention_factor = scaling.number("attention_factor", 1.0);
+  else if (mscale != 0.0 && mscale_all_dim != 0.0)
+    out.attention_factor = mscale_of(out.factor, mscale) / mscale_of(out.factor, mscale_all_dim);
+  else
+    out.attention_factor = mscale_of(out.factor, 1.0);
+  if (!(out.attention_factor > 0.0)) keys.fail(key, "attention_factor must be positive");
+  return out;
+}
+
 // The scaling that `r` (a rope_scaling or rope_parameters object, named `key` in config.json)
 // describes; its kind is rope_type (older configs: type).
 RopeScaling scaling_from(const Keys& keys, const std::string& key, const nlohmann::json& r, int64_t max_positions) {
@@ -82,16 +109,20 @@ RopeScaling scaling_from(const Keys& keys, const std::string& key, const nlohman
   const Keys scaling(r, key);
   const std::string type = scaling.text("rope_type", scaling.text("type", "default"));
   if (type == "default") return out;
-  if (type != "linear" && type != "llama3")
+  if (type != "linear" && type != "llama3" && type != "yarn" && type != "dynamic")
     keys.fail(key, "has type \"" + type +
-                       "\", which Loom does not implement (it implements default, linear and llama3); "
-                       "refusing rather than computing different positions");
+                       "\", which Loom does not implement (it implements default, linear, dynamic, yarn and "
+                       "llama3); refusing rather than computing different positions");
   out.factor = scaling.number("factor", 1.0);
   if (!(out.factor >= 1.0)) keys.fail(key, "factor must be at least 1");
+  // Dynamic NTK scaling raises theta only for positions past max_position_embeddings, which
+  // hf_causal_lm never reaches (seq_len and the decode cache stop there): default frequencies.
+  if (type == "dynamic") return out;
   if (type == "linear") {
     out.type = RopeScaling::Type::linear;
     return out;
   }
+  if (type == "yarn") return yarn_from(keys, key, scaling, out, max_positions);
   out.type = RopeScaling::Type::llama3;
   out.low_freq_factor = scaling.number("low_freq_factor", 1.0);
   out.high_freq_factor = scaling.number("high_freq_factor", 4.0);
@@ -106,7 +137,9 @@ RopeScaling scaling_from(const Keys& keys, const std::string& key, const nlohman
 // The fields of a rope_parameters object that Loom reads; any other one could change the
 // positions (partial rotary, yarn's attention factor, per-layer-type tables), so it is refused.
 constexpr const char* kRopeParameterFields[] = {"rope_type", "type", "rope_theta", "factor", "low_freq_factor",
-                                                 "high_freq_factor", "original_max_position_embeddings"};
+                                                 "high_freq_factor", "original_max_position_embeddings",
+                                                 "beta_fast", "beta_slow", "truncate", "attention_factor",
+                                                 "mscale", "mscale_all_dim"};
 
 // The rotary settings. transformers 4 wrote rope_theta and rope_scaling at the top level;
 // transformers 5 writes one rope_parameters object ({"rope_type", "rope_theta", the scaling
@@ -146,22 +179,54 @@ void read_rope(const Keys& keys, int64_t max_positions, double& theta, RopeScali
   }
 }
 
-// transformers 5 names each layer's attention in layer_types; Loom computes full attention only,
-// so a sliding layer goes through the sliding-window check below.
-bool has_sliding_layers(const Keys& keys) {
-  if (!keys.has("layer_types")) return false;
-  const nlohmann::json& types = keys.at("layer_types");
-  if (!types.is_array()) keys.fail("layer_types", "must be a list");
-  bool sliding = false;
-  for (const nlohmann::json& t : types) {
-    if (t == "sliding_attention") {
-      sliding = true;
-    } else if (t != "full_attention") {
-      keys.fail("layer_types",
-                "names " + t.dump() + "; Loom computes full_attention (and sliding windows no shorter than seq_len)");
+// The sliding window of each layer, as transformers builds it for the family:
+//   Mistral: sliding_window (4096 when absent, none when null) on every layer; MistralConfig
+//     ignores layer_types (it warns), and so does this;
+//   Qwen2, Qwen3: none unless use_sliding_window; then layer_types when given (transformers 5
+//     writes it), else the layers from max_window_layers (default 28) on, as their configs do;
+//   Llama: none; sliding_attention in its layer_types is refused (LlamaForCausalLM has no window).
+// Returns one entry per layer (0: full attention), or none when no layer has a window.
+std::vector<int64_t> sliding_windows(const Keys& keys, HfArchitecture arch, int64_t n_layer) {
+  constexpr int64_t kDefaultWindow = 4096;  // MistralConfig, Qwen2Config and Qwen3Config's default
+  const auto window_or_none = [&](int64_t& window) {  // false: sliding_window is null
+    if (keys.j().contains("sliding_window") && keys.j().at("sliding_window").is_null()) return false;
+    window = keys.positive("sliding_window", kDefaultWindow);
+    return true;
+  };
+  std::vector<std::string> types;
+  if (keys.has("layer_types")) {
+    const nlohmann::json& given = keys.at("layer_types");
+    if (!given.is_array() || static_cast<int64_t>(given.size()) != n_layer)
+      keys.fail("layer_types", "must list one attention kind per layer (num_hidden_layers = " +
+                                   std::to_string(n_layer) + ")");
+    for (const nlohmann::json& t : given) {
+      if (t != "sliding_attention" && t != "full_attention")
+        keys.fail("layer_types", "names " + t.dump() + "; Loom computes full_attention and sliding_attention");
+      types.push_back(t.get<std::string>());
     }
   }
-  return sliding;
+  int64_t window = 0;
+  std::vector<int64_t> out(static_cast<size_t>(n_layer), 0);
+  if (arch == HfArchitecture::mistral) {
+    if (!window_or_none(window)) return {};
+    std::fill(out.begin(), out.end(), window);
+    return out;
+  }
+  const bool sliding_listed = std::find(types.begin(), types.end(), "sliding_attention") != types.end();
+  if (arch != HfArchitecture::qwen2 && arch != HfArchitecture::qwen3) {
+    if (sliding_listed) keys.fail("layer_types", "lists sliding_attention layers, which LlamaForCausalLM does not compute");
+    return {};
+  }
+  if (!keys.flag("use_sliding_window", false)) return {};  // Qwen2Config drops sliding_window then
+  if (types.empty()) {
+    const int64_t first = keys.has("max_window_layers") ? keys.positive("max_window_layers") : 28;
+    types.assign(static_cast<size_t>(n_layer), "full_attention");
+    for (int64_t i = first; i < n_layer; ++i) types[static_cast<size_t>(i)] = "sliding_attention";
+  }
+  if (std::find(types.begin(), types.end(), "sliding_attention") == types.end()) return {};
+  if (!window_or_none(window)) keys.fail("sliding_window", "is null, but layer_types has sliding_attention layers");
+  for (size_t i = 0; i < types.size(); ++i) out[i] = types[i] == "sliding_attention" ? window : 0;
+  return out;
 }
 
 }  // namespace
@@ -230,17 +295,7 @@ LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, i
     s.qkv_bias = s.o_bias = keys.flag("attention_bias", false);
   }
   s.qk_norm = arch == HfArchitecture::qwen3;
-  // A sliding window shorter than the sequences changes which positions attend; none here does.
-  const bool windowed =
-      arch == HfArchitecture::mistral || keys.flag("use_sliding_window", false) || has_sliding_layers(keys);
-  if (windowed && keys.has("sliding_window")) {
-    const int64_t window = keys.positive("sliding_window");
-    if (window < seq_len)
-      keys.fail("sliding_window", "is " + std::to_string(window) + ", shorter than seq_len " +
-                                      std::to_string(seq_len) +
-                                      "; Loom has no sliding-window attention: set the model's seq_len to at most " +
-                                      std::to_string(window));
-  }
+  s.sliding_windows = sliding_windows(keys, arch, s.n_layer);
   return s;
 }
 

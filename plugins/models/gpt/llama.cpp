@@ -153,7 +153,8 @@ class LlamaModel : public CausalLm {
     q = rope_.apply(q, layout.positions);
     k = rope_.apply(k, layout.positions);
     if (layout.cache) std::tie(k, v) = layout.cache->append(index, k, v);  // (B, K, S, D) each
-    const at::Tensor y = causal_attention(q, k, v, layout.mask, s_.dropout, training_);  // (B, H, T, D)
+    const int64_t window = s_.sliding_windows.empty() ? 0 : s_.sliding_windows[index];
+    const at::Tensor y = causal_attention(q, k, v, layout.mask, s_.dropout, training_, window);  // (B, H, T, D)
     const at::Tensor merged = y.transpose(1, 2).reshape({B, T, H * D});       // (B, T, H*D)
     return maybe_dropout(l.o_proj(merged, l.o_bias, training_), s_.dropout, training_);
   }
@@ -259,6 +260,10 @@ void check_llama_spec(const LlamaSpec& s) {
   require(s.rms_norm_eps > 0.0, who + ": rms_norm_eps must be positive, got " + std::to_string(s.rms_norm_eps));
   require(s.dropout >= 0.0 && s.dropout < 1.0, who + ": dropout must be in [0, 1), got " + std::to_string(s.dropout));
   require(s.init_std > 0.0, who + ": init_std must be positive, got " + std::to_string(s.init_std));
+  require(s.sliding_windows.empty() || static_cast<int64_t>(s.sliding_windows.size()) == s.n_layer,
+          who + ": sliding windows must be given for every layer or none");
+  for (const int64_t window : s.sliding_windows)
+    require(window >= 0, who + ": a sliding window must be positive, or 0 for none; got " + std::to_string(window));
   check_recompute_policy(s.recompute, who);
 }
 

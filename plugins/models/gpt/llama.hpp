@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "attention.hpp"
 #include "recompute.hpp"
@@ -27,6 +28,9 @@ struct LlamaSpec {
   bool qkv_bias = false;  // biases on q, k and v projections (Qwen2; attention_bias)
   bool o_bias = false;    // a bias on o_proj (attention_bias in Llama, Mistral, Qwen3)
   bool qk_norm = false;   // RMSNorm over each head of q and k before the rotation (Qwen3)
+  // Per layer, the keys a query sees in a sliding window, itself included (Mistral, Qwen2 and
+  // Qwen3 with use_sliding_window); 0: all before it. Empty: no layer has a window.
+  std::vector<int64_t> sliding_windows;
   RecomputePolicy recompute;  // activation checkpointing of the layers
   bool random_init = true;  // false: parameters are left uninitialised for weights loaded next
   uint64_t seed = 0;

@@ -1,0 +1,19 @@
+// hf_config_keys.hpp: the rule against silent mis-loads. Every key of a config.json is read by
+// hf_config.cpp, or is on a written list of keys known not to change the computation (token
+// ids for generation, bookkeeping, training-only switches), or the import is refused naming it
+// (hf_causal_lm's strict = false loads anyway and warns about each).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "hf_config.hpp"
+
+namespace loom_gpt {
+
+// The keys of config (in file order) that are neither read for arch nor known to be harmless.
+std::vector<std::string> unknown_config_keys(const nlohmann::json& config, HfArchitecture arch);
+
+}  // namespace loom_gpt
