@@ -28,14 +28,19 @@ const char* kWindowed[] = {"mistral_window", "qwen2_window", "qwen3_window"};
 
 }  // namespace
 
-TEST_CASE("folders saved by transformers 5 give transformers' own logits to 1e-5 relative") {
+// Each folder twice: as transformers 5 writes it, and respelled as transformers 4 wrote it
+// (top-level rope_theta and rope_scaling, torch_dtype, no layer_types), which transformers 5 reads.
+TEST_CASE("folders saved by transformers 5, and in transformers 4's spelling, give transformers' own logits to 1e-5") {
   const fs::path root = tmp_dir("transformers5");
   const at::Tensor ids = tokens(2, 12, 64, 5);
-  for (const char* arch : kArchitectures) {
-    const std::string name = arch;
+  std::vector<std::pair<std::string, std::string>> cases;  // (architecture, spelling)
+  for (const char* arch : kArchitectures)
+    for (const char* spelling : {"v5", "v4"}) cases.emplace_back(arch, spelling);
+  for (const auto& [arch, spelling] : cases) {
+    const std::string name = arch + "-" + spelling;
     CAPTURE(name);
     const fs::path dir = root / name;
-    run_reference(kScript, "write --arch " + name + " --out " + dir.string() + " --seed 3");
+    run_reference(kScript, "write --arch " + arch + " --out " + dir.string() + " --seed 3 --spelling " + spelling);
     const nlohmann::json ref_json =
         reference_json(kScript, "logits --model " + dir.string() + " --ids " + ids_text(ids), dir / "logits.json");
     const at::Tensor ref = as_tensor(ref_json["logits"]);

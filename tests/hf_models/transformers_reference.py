@@ -3,8 +3,9 @@
 version tools/python-requirements.txt pins, 5.x), so hf_causal_lm is checked against the
 folders transformers 5 itself saves (rope_parameters, dtype, layer_types) and its own forward.
 
-  transformers_reference.py write --arch ARCH --out DIR [--seed S]
-      save_pretrained of a random ARCH model (float32 weights) into DIR
+  transformers_reference.py write --arch ARCH --out DIR [--seed S] [--spelling v5|v4]
+      save_pretrained of a random ARCH model (float32 weights) into DIR; v4 rewrites its
+      config.json in transformers 4's spelling (which transformers 5 still reads)
   transformers_reference.py logits --model DIR --ids "1,2,3;4,5,6" --out FILE
       {"logits": [[[...]]]}: the folder loaded with from_pretrained, run in float64, eager attention
 """
@@ -66,6 +67,25 @@ def write(args):
         config = getattr(transformers, config_class)(**COMMON, **extra)
     model = getattr(transformers, model_class)(config)
     model.save_pretrained(args.out)
+    if args.spelling == "v4":
+        respell_as_transformers4(os.path.join(args.out, "config.json"))
+
+
+def respell_as_transformers4(path):
+    """Rewrites a config.json as transformers 4 wrote it: top-level rope_theta and rope_scaling
+    (null for the default type) instead of rope_parameters, torch_dtype instead of dtype, and no
+    layer_types (transformers 4.4x derived them from use_sliding_window and max_window_layers)."""
+    with open(path) as f:
+        config = json.load(f)
+    rope = config.pop("rope_parameters", None)
+    if rope is not None:
+        config["rope_theta"] = rope.pop("rope_theta")
+        config["rope_scaling"] = None if rope.get("rope_type", "default") == "default" else rope
+    if "dtype" in config:
+        config["torch_dtype"] = config.pop("dtype")
+    config.pop("layer_types", None)
+    with open(path, "w") as f:
+        json.dump(config, f, indent=2)
 
 
 def logits(args):
@@ -85,6 +105,8 @@ def main():
     w.add_argument("--arch", required=True, choices=sorted(ARCHS))
     w.add_argument("--out", required=True)
     w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--spelling", choices=("v5", "v4"), default="v5",
+                   help="v4: rewrite config.json in transformers 4's spelling after saving")
     lg = sub.add_parser("logits")
     lg.add_argument("--model", required=True)
     lg.add_argument("--ids", required=True)

@@ -49,6 +49,13 @@ class Keys {
     return positive_value(key);
   }
   int64_t positive(const std::string& key, int64_t otherwise) const { return has(key) ? positive_value(key) : otherwise; }
+  int64_t count(const std::string& key, int64_t otherwise) const {  // 0 allowed
+    if (!has(key)) return otherwise;
+    const nlohmann::json& v = j_.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t(1) << 31))
+      fail(key, "must be a whole number from 0 to 2^31, got " + v.dump());
+    return v.get<int64_t>();
+  }
   double number(const std::string& key, double otherwise) const {
     if (!has(key)) return otherwise;
     if (!j_.at(key).is_number()) fail(key, "must be a number");
@@ -219,7 +226,7 @@ std::vector<int64_t> sliding_windows(const Keys& keys, HfArchitecture arch, int6
   }
   if (!keys.flag("use_sliding_window", false)) return {};  // Qwen2Config drops sliding_window then
   if (types.empty()) {
-    const int64_t first = keys.has("max_window_layers") ? keys.positive("max_window_layers") : 28;
+    const int64_t first = keys.count("max_window_layers", 28);
     types.assign(static_cast<size_t>(n_layer), "full_attention");
     for (int64_t i = first; i < n_layer; ++i) types[static_cast<size_t>(i)] = "sliding_attention";
   }
