@@ -7,10 +7,13 @@
 #include <ATen/core/grad_mode.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <vector>
 
+#include "checkpoint/hf_export.hpp"
 #include "model_harness.hpp"
 #include "reference_io.hpp"
 #include "run_host.hpp"
@@ -105,4 +108,64 @@ TEST_CASE("host eval scores a fresh Hugging Face folder without a checkpoint") {
   REQUIRE_MESSAGE(trained.code == 0, trained.err);
   const nlohmann::json logged = nlohmann::json::parse(read_file(root / "runs" / "fresh" / "metrics.jsonl"));
   CHECK(logged.at("eval_loss").get<double>() == doctest::Approx(loss).epsilon(1e-9));
+}
+
+// One training step's gradients, greedy generation with the decode cache, and an export read
+// back, each against transformers itself, for every family and rotary and window setting.
+TEST_CASE("gradients, greedy generation and the export read back equal transformers'") {
+  const fs::path root = tmp_dir("transformers5-train");
+  const at::Tensor ids = tokens(2, 12, 64, 7), targets = tokens(2, 12, 64, 8);
+  for (const char* arch : kArchitectures) {
+    const std::string name = arch;
+    CAPTURE(name);
+    const fs::path dir = root / name;
+    run_reference(kScript, "write --arch " + name + " --out " + dir.string() + " --seed 5");
+    auto model = make_model("hf_causal_lm", toml::table{{"from", dir.string()}, {"seq_len", 16}});
+    model->set_training(true);
+    const nlohmann::json ref = reference_json(
+        kScript, "grads --model " + dir.string() + " --ids " + ids_text(ids) + " --targets " + ids_text(targets),
+        dir / "grads.json");
+    const at::Tensor loss = model->loss_sum(ids, targets);
+    loss.backward();
+    CHECK(std::abs(loss.item<double>() - ref["loss"].get<double>()) < 1e-5 * std::abs(ref["loss"].get<double>()));
+    double worst = 0;
+    size_t compared = 0;
+    for (const loom::ModelParam& p : model->params()) {
+      if (!ref["grads"].contains(p.name)) continue;  // a tied output layer is listed once
+      CAPTURE(p.name);
+      REQUIRE(p.tensor->grad().defined());
+      worst = std::max(worst, relative_error(p.tensor->grad(), as_tensor(ref["grads"][p.name])));
+      ++compared;
+    }
+    CHECK(compared == ref["grads"].size());
+    MESSAGE(name << ": " << compared << " gradients, max relative error " << worst);
+    CHECK(worst < 1e-5);
+
+    // Greedy generation through the model's key/value cache against model.generate.
+    at::NoGradGuard no_grad;
+    model->set_training(false);
+    const at::Tensor prompt = ids.narrow(1, 0, 5);
+    const nlohmann::json gen = reference_json(
+        kScript, "generate --model " + dir.string() + " --ids " + ids_text(prompt) + " --new 6", dir / "generate.json");
+    at::Tensor sequence = prompt.clone(), next = prompt;
+    for (int64_t past = 0, i = 0; i < 6; ++i) {
+      const at::Tensor logits = model->decode(next, past);  // (B, T, V)
+      past += next.size(1);
+      next = logits.select(1, logits.size(1) - 1).argmax(-1).unsqueeze(1);
+      sequence = at::cat({sequence, next}, 1);
+    }
+    CHECK(at::equal(sequence, as_tensor(gen["tokens"]).to(at::kLong)));
+
+    // The export (the source's config.json, the trained-from weights) read back by transformers.
+    const fs::path exported = root / (name + "_export");
+    loom::HfExportOptions options;
+    options.dtype = at::kFloat;
+    loom::export_hf_folder(*model, exported, options);
+    const double error = relative_error(
+        model->logits(ids),
+        as_tensor(reference_json(kScript, "logits --model " + exported.string() + " --ids " + ids_text(ids),
+                                 root / (name + "_export.json"))["logits"]));
+    MESSAGE(name << ": export read back by transformers, max relative logit error " << error);
+    CHECK(error < 1e-5);
+  }
 }

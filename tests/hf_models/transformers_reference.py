@@ -8,6 +8,10 @@ folders transformers 5 itself saves (rope_parameters, dtype, layer_types) and it
       config.json in transformers 4's spelling (which transformers 5 still reads)
   transformers_reference.py logits --model DIR --ids "1,2,3;4,5,6" --out FILE
       {"logits": [[[...]]]}: the folder loaded with from_pretrained, run in float64, eager attention
+  transformers_reference.py grads --model DIR --ids ... --targets ... --out FILE
+      {"loss", "grads": {name: [...]}}: the summed token cross-entropy and every parameter's gradient
+  transformers_reference.py generate --model DIR --ids ... [--new N] --out FILE
+      {"tokens": [[...]]}: model.generate, greedy, N new tokens after each row
 """
 import argparse
 import json
@@ -98,6 +102,37 @@ def logits(args):
         json.dump({"logits": out.tolist(), "transformers": transformers.__version__}, f)
 
 
+def load_float64(path):
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager")
+    return model.to(torch.float64)
+
+
+def parse_ids(text):
+    return torch.tensor([[int(t) for t in row.split(",")] for row in text.split(";")])
+
+
+def grads(args):
+    """The summed token cross-entropy of logits(ids) against targets, and every parameter's
+    gradient of it, by transformers' parameter name (a tied output layer appears once)."""
+    model = load_float64(args.model).eval()  # eval: no dropout (GPT-2's default is 0.1); gradients still flow
+    logits = model(input_ids=parse_ids(args.ids)).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), parse_ids(args.targets).reshape(-1),
+                                             reduction="sum")
+    loss.backward()
+    out = {"loss": loss.item(), "grads": {n: p.grad.tolist() for n, p in model.named_parameters() if p.grad is not None}}
+    with open(args.out, "w") as f:
+        json.dump(out, f)
+
+
+def generate(args):
+    """Greedy generation: max_new tokens after each row of ids, as model.generate gives them."""
+    model = load_float64(args.model).eval()
+    with torch.no_grad():
+        out = model.generate(parse_ids(args.ids), max_new_tokens=args.new, do_sample=False, pad_token_id=0)
+    with open(args.out, "w") as f:
+        json.dump({"tokens": out.tolist()}, f)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="command", required=True)
@@ -111,8 +146,18 @@ def main():
     lg.add_argument("--model", required=True)
     lg.add_argument("--ids", required=True)
     lg.add_argument("--out", required=True)
+    gr = sub.add_parser("grads")
+    gr.add_argument("--model", required=True)
+    gr.add_argument("--ids", required=True)
+    gr.add_argument("--targets", required=True)
+    gr.add_argument("--out", required=True)
+    ge = sub.add_parser("generate")
+    ge.add_argument("--model", required=True)
+    ge.add_argument("--ids", required=True)
+    ge.add_argument("--new", type=int, default=6)
+    ge.add_argument("--out", required=True)
     args = ap.parse_args()
-    {"write": write, "logits": logits}[args.command](args)
+    {"write": write, "logits": logits, "grads": grads, "generate": generate}[args.command](args)
     return 0
 
 
