@@ -15,6 +15,7 @@
 
 #include "checkpoint/hf_export.hpp"
 #include "checkpoint/peft_export.hpp"
+#include "lora_cases.hpp"
 #include "model_harness.hpp"
 #include "plugin_slots.hpp"
 #include "reference_io.hpp"
@@ -30,52 +31,11 @@ constexpr const char* kLora = "tests/finetune/lora_reference.py";
 constexpr int64_t kVocab = 64, kB = 2, kT = 12;
 constexpr double kTolerance = 1e-5;
 
-struct Case {
-  const char* arch;
-  std::vector<std::string> targets;
-  int64_t rank;
-  double alpha;
-};
-
 const Case kCases[] = {
     {"llama", {"q_proj", "v_proj"}, 4, 8.0},
     {"qwen3", {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, 2, 5.0},
     {"gpt2", {"c_attn", "c_proj", "c_fc"}, 3, 6.0},  // Conv1D weights (in, out): PEFT's fan_in_fan_out
 };
-
-loom::AdapterSettings adapters_of(const Case& c) {
-  loom::AdapterSettings out;
-  out.enabled = true;
-  out.targets = c.targets;
-  out.rank = c.rank;
-  out.alpha = c.alpha;
-  return out;
-}
-
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
-  return out;
-}
-
-// hf_causal_lm reading `base`, with [lora] adapters, the adapters then read from `adapter` (init_from).
-std::unique_ptr<loom::ModelInstance> adapted_model(const fs::path& base, const fs::path& adapter, const Case& c) {
-  const loom::SlotConfig slot =
-      plugin_slot(LOOM_KIND_MODEL, "model", "hf_causal_lm", toml::table{{"from", base.string()}, {"seq_len", 16}});
-  loom::RunContext run{LOOM_TEST_TMP, "cpu", 0, 0, 1, 1};
-  run.adapters = adapters_of(c);
-  auto model = std::make_unique<loom::ModelInstance>(slot, run);
-  loom::ModelInitSettings init;
-  init.init_from = adapter.string();
-  loom::init_model_weights(*model, init, run.adapters, nullptr);
-  return model;
-}
-
-at::Tensor logits_of(loom::ModelInstance& model, const at::Tensor& ids) {
-  at::NoGradGuard no_grad;
-  model.set_training(false);
-  return model.logits(ids);
-}
 
 }  // namespace
 
