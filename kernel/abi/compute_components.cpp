@@ -14,11 +14,17 @@ std::vector<ModelParam> ModelInstance::params() {
   for (size_t i = 0; i < count; ++i) {
     loom_param_view view{};
     view.struct_size = sizeof(view);
-    view.unit = -1;  // a plugin older than ABI 1.5 leaves it
+    view.unit = -1;       // a plugin older than ABI 1.5 leaves it
+    view.split_dim = -1;  // older than 1.10
     check(vt_.param_get(handle_, i, &view), "param_get");
     if (view.name == nullptr || view.tensor == nullptr)
       throw runtime_failure(where() + ": parameter " + std::to_string(i) + " has no name or tensor");
-    out.push_back({view.name, &tensor(view.tensor), view.flags, view.unit, frozen_.count(view.name) > 0});
+    const at::Tensor& t = tensor(view.tensor);
+    if (view.split_dim < -1 || (t.defined() && view.split_dim >= t.dim()))
+      throw runtime_failure(where() + ": parameter " + view.name + " says it is split along dimension " +
+                            std::to_string(view.split_dim) + " of a tensor with " + std::to_string(t.dim()));
+    out.push_back({view.name, &tensor(view.tensor), view.flags, view.unit, frozen_.count(view.name) > 0,
+                   view.split_dim});
   }
   return out;
 }

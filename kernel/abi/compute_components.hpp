@@ -35,6 +35,7 @@ struct ModelParam {
   uint32_t flags;
   int64_t unit = -1;   // the layer it belongs to (ABI 1.5), or -1
   bool frozen = false; // does not train ([model] freeze, [lora]): outside the flat buffers
+  int64_t split_dim = -1;  // cut along it across the tensor-parallel group (ABI 1.10), or -1: whole
 };
 
 class ModelInstance : public Instance<loom_model_vtable, loom_model> {

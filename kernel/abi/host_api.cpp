@@ -1,4 +1,5 @@
 #include "abi/host_api.hpp"
+#include "abi/tensor_parallel_collective.hpp"
 #include "abi/unit_boundary.hpp"
 
 #include <spdlog/spdlog.h>
@@ -166,6 +167,7 @@ const loom_host_api* host_api() {
     table.config_get_string = &config_get_string;
     table.config_has = &config_has;
     table.unit_boundary = &unit_boundary;
+    table.tensor_parallel_collective = &tensor_parallel_collective;
     return table;
   }();
   return &api;

@@ -39,9 +39,10 @@ struct AdapterSettings {
 struct RunContext {
   std::string run_dir, device;
   uint64_t seed = 0;
-  int32_t rank = 0, world_size = 1;
+  int32_t rank = 0, world_size = 1;  // data-parallel
   int64_t total_steps = 0;
   AdapterSettings adapters;  // the model's only; enabled = false for every other kind
+  int32_t tensor_parallel_rank = 0, tensor_parallel_size = 1;  // the model's only (ABI 1.10)
 };
 
 template <class VTable, class Handle>
@@ -73,6 +74,7 @@ class Instance {
   const std::string& slot() const { return slot_; }
   const Component& component() const { return *component_; }
   const loom_config& config() const { return config_; }
+  const RunContext& run() const { return run_; }
 
  protected:
   // Calls the kind's create(context, config, extra..., &handle).
@@ -87,6 +89,8 @@ class Instance {
     context.world_size = run_.world_size;
     context.device = run_.device.c_str();
     context.total_steps = run_.total_steps;
+    context.tensor_parallel_rank = run_.tensor_parallel_rank;
+    context.tensor_parallel_size = run_.tensor_parallel_size;
     std::vector<const char*> targets;
     for (const std::string& t : run_.adapters.targets) targets.push_back(t.c_str());
     loom_adapter_spec adapters{};

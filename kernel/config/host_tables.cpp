@@ -233,7 +233,14 @@ const HostTable<DistributedSettings>& distributed_table() {
               "models that declare units: gpt, llama, hf_causal_lm). Checkpoints are then written by every rank in "
               "parallel; any mode resumes any other at any world size. README \"Sharding\" has the measured "
               "trade-offs.",
-              {one_of({"none", "optimizer", "gradients", "parameters"})})}};
+              {one_of({"none", "optimizer", "gradients", "parameters"})}),
+       option("tensor_parallel", &S::tensor_parallel,
+              "Ranks per tensor-parallel group (Megatron-LM's layout): each holds 1/T of every attention head "
+              "set, MLP width and vocabulary of the model and sees the same batches; the world size must be a "
+              "multiple of it, and data parallelism (with shard) runs over the rest. Models: llama and "
+              "hf_causal_lm (Llama family). Not yet with [checkpoint], [export], [lora] on split layers or dropout. "
+              "README \"Tensor parallelism\".",
+              {at_least<int64_t>(1)})}};
   return table;
 }
 

@@ -1,8 +1,10 @@
 #include "dist/communicator.hpp"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/failure.hpp"
@@ -15,6 +17,17 @@ class NcclComm {};  // never created without NCCL; complete so the owning pointe
 #endif
 
 namespace loom {
+namespace {
+
+c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(const std::string& master_addr,
+                                                                 std::chrono::milliseconds timeout) {
+  auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
+  gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
+      master_addr == "localhost" ? std::string("127.0.0.1") : master_addr));
+  return gloo;
+}
+
+}  // namespace
 
 bool Communicator::nccl_available() {
 #ifdef LOOM_WITH_NCCL
@@ -25,7 +38,7 @@ bool Communicator::nccl_available() {
 }
 
 Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout, bool nccl, int cuda_device)
-    : env_(env) {
+    : env_(env), timeout_(timeout), nccl_requested_(nccl), cuda_device_(cuda_device) {
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   try {
     c10d::TCPStoreOptions options;
@@ -36,11 +49,8 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
     options.timeout = timeout;
     store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
     check_in(timeout);
-    auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
-    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr == "localhost"
-                                                                                ? std::string("127.0.0.1")
-                                                                                : env.master_addr));
-    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env.rank, env.world_size, gloo);
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env.rank, env.world_size,
+                                                         gloo_options(env.master_addr, timeout));
 #ifdef LOOM_WITH_NCCL
     if (nccl) nccl_ = std::make_unique<NcclComm>(*store_, env.rank, env.world_size, cuda_device);
 #else
@@ -56,6 +66,24 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
                           std::to_string(timeout.count() / 1000) + " s (" + message.substr(0, message.find('\n')) +
                           "); check that every rank started, MASTER_ADDR/MASTER_PORT, and [distributed] timeout_s");
   }
+}
+
+Communicator::Communicator(Communicator& parent, const std::vector<int>& ranks, const std::string& name)
+    : env_(parent.env_), timeout_(parent.timeout_), nccl_requested_(parent.nccl_requested_),
+      cuda_device_(parent.cuda_device_) {
+  const auto mine = std::find(ranks.begin(), ranks.end(), parent.env_.rank);
+  if (mine == ranks.end())
+    throw runtime_failure("distributed: rank " + std::to_string(parent.env_.rank) + " is not in its own group " + name);
+  env_.rank = static_cast<int>(mine - ranks.begin());
+  env_.world_size = static_cast<int>(ranks.size());
+  guarded(("creating the group " + name).c_str(), [&] {
+    store_ = c10::make_intrusive<c10d::PrefixStore>("loom/group/" + name, parent.store_);
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world_size,
+                                                         gloo_options(env_.master_addr, timeout_));
+#ifdef LOOM_WITH_NCCL
+    if (nccl_requested_) nccl_ = std::make_unique<NcclComm>(*store_, env_.rank, env_.world_size, cuda_device_);
+#endif
+  });
 }
 
 Communicator::~Communicator() = default;

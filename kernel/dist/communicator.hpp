@@ -28,6 +28,10 @@ class Communicator {
   // Blocks until all world_size ranks have met, or throws after `timeout`. With nccl, CUDA
   // tensors go through NCCL on `cuda_device`; CPU tensors always go through Gloo.
   Communicator(const DistEnv& env, std::chrono::milliseconds timeout, bool nccl = false, int cuda_device = 0);
+  // A group of parent's ranks (world ranks `ranks`, in group-rank order, this one among them)
+  // meeting through parent's store under `name`, with parent's engines and timeout; rank() and
+  // world_size() are the group's. Every rank creates the groups it belongs to in one order.
+  Communicator(Communicator& parent, const std::vector<int>& ranks, const std::string& name);
   // Whether this host was built with the NCCL path (LOOM_WITH_NCCL).
   static bool nccl_available();
   ~Communicator();
@@ -69,6 +73,9 @@ class Communicator {
   void check_in(std::chrono::milliseconds timeout);
 
   DistEnv env_;
+  std::chrono::milliseconds timeout_;
+  bool nccl_requested_ = false;
+  int cuda_device_ = 0;
   c10::intrusive_ptr<c10d::Store> store_;
   // The concrete Gloo group: LibTorch 2 derives it from c10d::Backend, 1.13 from
   // c10d::ProcessGroup, and the calls made here are the same on both.

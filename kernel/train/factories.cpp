@@ -8,6 +8,7 @@
 
 #include "base/cpu_threads.hpp"
 #include "base/failure.hpp"
+#include "dist/device_mesh.hpp"
 #include "train/cpu_memory.hpp"
 #include "train/device.hpp"
 #include "train/cuda_probe.hpp"
@@ -32,6 +33,16 @@ bool uses_nccl(const DistributedSettings& distributed, const at::Device& device)
 
 void check_run_plan(const RunPlan& plan, const DistEnv& env) {
   const at::Device device = resolve_device(plan.run.device, env.local_rank, plan.run.device_at);
+  if (const int64_t tensor = plan.distributed.tensor_parallel; tensor > 1) {
+    make_device_mesh(env.world_size, env.rank, static_cast<int>(tensor));  // a divisor of the world
+    const std::string what = "[distributed] tensor_parallel = " + std::to_string(tensor) + ": ";
+    if (plan.checkpoint.enabled)
+      throw usage_failure(what + "checkpoints of a tensor-parallel run are not built yet (each rank holds pieces of "
+                          "the weights that no checkpoint puts together); remove [checkpoint] or use tensor_parallel = 1");
+    if (plan.hf_export.enabled)
+      throw usage_failure(what + "[export] of a tensor-parallel run is not built yet (no rank holds the whole model); "
+                          "remove [export] or use tensor_parallel = 1");
+  }
   if (env.world_size <= 1 || !uses_nccl(plan.distributed, device)) return;
   if (!Communicator::nccl_available())
     throw usage_failure("[distributed] backend nccl: this host was built without NCCL (no CUDA toolkit with NCCL "

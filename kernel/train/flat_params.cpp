@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 #include <loom/torch.hpp>
 
+#include <algorithm>
 #include <map>
 
 #include "base/failure.hpp"
@@ -138,6 +139,22 @@ at::Tensor FlatParams::owned_grad_square_sum() const {
     squares = squares.defined() ? squares + s.to(squares.device()) : s;
   }
   return squares.defined() ? squares : at::zeros({});
+}
+
+at::Tensor FlatParams::owned_grad_square_sum(const std::set<std::string>& names) const {
+  std::vector<at::Tensor> sums;
+  for (const auto& g : groups_) {
+    const OwnedSlice used = reduces_to_owner() ? g->owned : OwnedSlice{0, g->numel};
+    for (const Segment& s : g->whole) {
+      if (!names.count(s.name)) continue;
+      const int64_t begin = std::max(s.abi.offset, used.start);
+      const int64_t end = std::min(s.abi.offset + s.abi.numel, used.start + used.length);
+      if (begin < end)
+        sums.push_back(g->grads.narrow(0, begin, end - begin).to(at::kFloat).pow(2).sum().to(groups_.front()->grads.device()));
+    }
+  }
+  if (sums.empty()) return groups_.empty() ? at::zeros({}) : at::zeros({}, groups_.front()->grads.options().dtype(at::kFloat));
+  return at::stack(sums).sum();
 }
 
 at::Tensor clip_factor(const at::Tensor& norm, double max_norm) { return (max_norm / (norm + 1e-6)).clamp_max(1.0); }

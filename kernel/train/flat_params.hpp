@@ -14,6 +14,7 @@
 #include <loom/abi.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,8 @@ class FlatParams {
   at::Tensor grad_norm() const;
   // Sum of squares of this rank's owned gradient slices, in fp32 on the first group's device.
   at::Tensor owned_grad_square_sum() const;
+  // The part of it that belongs to the named parameters (tensor parallelism: those held whole).
+  at::Tensor owned_grad_square_sum(const std::set<std::string>& names) const;
   // Multiplies the gradients the optimizer will use by a one-element tensor (no host sync).
   void scale_grads(const at::Tensor& factor);
 

@@ -34,12 +34,26 @@ inline int64_t total_steps(const RunPlan& c, const DatasetInstance& data) {
   return (c.run.epochs * per_epoch + c.run.grad_accum - 1) / c.run.grad_accum;
 }
 
+// The context of every kind but the model, which alone sees its tensor-parallel group (ABI 1.10).
 inline RunContext with_total_steps(RunContext run, int64_t total) {
   run.total_steps = total;
+  run.tensor_parallel_rank = 0;
+  run.tensor_parallel_size = 1;
   return run;
 }
 
-inline RunContext with_adapters(RunContext run, const AdapterSettings& adapters) {
+// Hooks and trackers see the world's ranks: under tensor parallelism the ranks of a tensor
+// group share a data-parallel rank, and files named by rank (memory_monitor's) must not collide.
+inline RunContext for_observers(const RunContext& context, int64_t total) {
+  RunContext run = with_total_steps(context, total);
+  run.rank = context.rank * context.tensor_parallel_size + context.tensor_parallel_rank;
+  run.world_size = context.world_size * context.tensor_parallel_size;
+  return run;
+}
+
+inline RunContext for_model(const RunContext& context, int64_t total, const AdapterSettings& adapters) {
+  RunContext run = context;
+  run.total_steps = total;
   run.adapters = adapters;
   return run;
 }
@@ -61,9 +75,9 @@ struct Pipeline {
   std::vector<HookInstance> hooks;
 
   Pipeline(const RunPlan& c, const RunContext& context)
-      : data(c.data, context),
+      : data(c.data, with_total_steps(context, context.total_steps)),
         steps(total_steps(c, data)),
-        model(c.model, with_adapters(with_total_steps(context, steps), c.lora)),
+        model(c.model, for_model(context, steps, c.lora)),
         // init_from fills the parameters and the frozen ones are set apart before the flat
         // buffers take the rest over
         frozen(prepare_model(model, c)),
@@ -91,16 +105,17 @@ struct Pipeline {
     const RunContext run = with_total_steps(context, steps);
     if (c.eval_data.component) eval_data = std::make_unique<DatasetInstance>(c.eval_data, run);
     if (c.checkpoint.enabled) checkpoint = std::make_unique<CheckpointBackendInstance>(c.checkpoint_backend, run);
+    const RunContext observer = for_observers(context, steps);
     for (const auto& slot : c.trackers) {
-      if (context.rank != 0 && !slot.every_rank) continue;  // rank 0 logs the reduced metrics
+      if (observer.rank != 0 && !slot.every_rank) continue;  // rank 0 logs the reduced metrics
       try {
-        trackers.emplace_back(slot, run);
+        trackers.emplace_back(slot, observer);
       } catch (const Failure& f) {  // a tracker that cannot start (locked database, full disk)
         if (slot.required || f.code() != ExitCode::runtime) throw;
         spdlog::warn("{}; the run goes on without this tracker (set required = true to make this fatal)", f.what());
       }
     }
-    for (const auto& slot : c.hooks) hooks.emplace_back(slot, run);
+    for (const auto& slot : c.hooks) hooks.emplace_back(slot, observer);
   }
 
  private:

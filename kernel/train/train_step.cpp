@@ -85,7 +85,7 @@ loom_control Trainer::train_step(Prefetcher& prefetch) {
     p_->sparse.scale(correction);
     loss_total = loss_total * correction.to(loss_total.scalar_type());
   }
-  at::Tensor norm = grad_sync_ ? grad_sync_->grad_norm() : p_->flat.grad_norm();
+  at::Tensor norm = gradient_norm();
   if (const at::Tensor sparse_squares = p_->sparse.square_sum(); sparse_squares.defined())
     norm = (norm.to(at::kFloat).square() + sparse_squares.to(norm.device())).sqrt();
   step_values_.add(loss_total * scale, norm);
@@ -192,6 +192,13 @@ void Trainer::count_units(const ForwardResult& out, const Batch& b, int64_t toke
     units_total = at::full({}, static_cast<double>(tokens_before), on_device);
   if (units_total.defined()) units_total += units;
   model_metrics_.add(out.metrics, units);
+}
+
+at::Tensor Trainer::gradient_norm() {
+  if (!tensor_parallel_) return grad_sync_ ? grad_sync_->grad_norm() : p_->flat.grad_norm();
+  at::Tensor sums = at::stack({p_->flat.owned_grad_square_sum(), p_->flat.owned_grad_square_sum(whole_params_)});
+  if (comm_ && p_->flat.reduces_to_owner()) comm_->allreduce_sum(sums);  // each rank owns a slice
+  return tensor_parallel_->grad_norm_from(sums[0], sums[1]);
 }
 
 }  // namespace loom

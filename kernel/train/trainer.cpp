@@ -22,15 +22,28 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
       run_dir_(run_dir) {
   apply_run_settings(settings_, device_, env.local_world_size);
   comm_ = build_communicator(plan, env, device_);
+  const DeviceMesh mesh = make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel));
+  if (mesh.tensor > 1) {  // the world splits into tensor groups and data groups
+    tensor_parallel_ = std::make_unique<TensorParallel>(*comm_, mesh);
+    world_comm_ = std::move(comm_);
+    comm_ = tensor_parallel_->take_data_group();
+    spdlog::info("device mesh: {}", mesh.describe());
+  }
   ranks_met();
   RunContext context;
   context.run_dir = run_dir;
   context.device = device_.str();
   context.seed = static_cast<uint64_t>(settings_.seed);
-  context.rank = env.rank;
-  context.world_size = env.world_size;
+  context.rank = mesh.data_rank();
+  context.world_size = mesh.data();
+  context.tensor_parallel_rank = mesh.tensor_rank();
+  context.tensor_parallel_size = mesh.tensor;
   context.total_steps = settings_.steps;
   p_ = std::make_unique<Pipeline>(plan, context);
+  if (tensor_parallel_) {
+    TensorParallel::check_model_splits(p_->model.params(), p_->model.component().name, mesh.tensor);
+    whole_params_ = TensorParallel::whole_params(dense_params(p_->model.params()));
+  }
   grad_sync_ = build_gradient_sync(plan, *p_, comm_.get());
   shards_ = build_parameter_shards(plan, *p_, comm_.get(), device_);
   events_ = std::make_unique<EventBus>(p_->hooks);
@@ -168,10 +181,10 @@ bool Trainer::end_of_step(loom_control requests, Prefetcher& prefetch) {
   bool data_ends = prefetch.data_ends_next();
   if (data_ends) merge_control(requests, finish_data(prefetch));
   bool epoch_save = plan_.checkpoint.every_epoch && epoch_ended_;
-  if (comm_) agree(requests, signalled, epoch_save, data_ends);  // every rank takes the same branches below
+  if (world()) agree(requests, signalled, epoch_save, data_ends);  // every rank takes the same branches below
   if (data_ends)
     spdlog::info("the data has no batch left after step {}{}; the run ends here", progress_.step,
-                 comm_ ? " on at least one rank" : "");
+                 world() ? " on at least one rank" : "");
   if (requests.request_rollback) {
     roll_back();
     return false;
@@ -315,7 +328,7 @@ void Trainer::agree(loom_control& requests, bool& signalled, bool& epoch_save, b
                                  requests.request_rollback, static_cast<int32_t>(signalled),
                                  static_cast<int32_t>(epoch_save), static_cast<int32_t>(data_ends)},
                                 at::kInt);
-  comm_->allreduce_max(flags);
+  world()->allreduce_max(flags);
   requests.request_stop = flags[0].item<int32_t>();
   requests.request_save = flags[1].item<int32_t>();
   requests.request_eval = flags[2].item<int32_t>();

@@ -21,6 +21,7 @@
 #include "train/progress.hpp"
 #include "train/run_state.hpp"
 #include "train/step_values.hpp"
+#include "train/tensor_parallel.hpp"
 #include "train/trainer.hpp"
 
 namespace loom {
@@ -112,14 +113,23 @@ class Trainer {
 
   loom_control fire(loom_event event, const loom_metrics* metrics = nullptr);
   loom_state_view state_view(const loom_metrics* metrics = nullptr) const;
+  // The data-parallel rank and degree: with tensor_parallel > 1, the tensor group's ranks
+  // share one (they see the same batches and compute the same loss).
   int rank() const { return comm_ ? comm_->rank() : 0; }
   int world_size() const { return comm_ ? comm_->world_size() : 1; }
+  // Every rank of the run, for decisions all must take together (null: a single process).
+  Communicator* world() const { return world_comm_ ? world_comm_.get() : comm_.get(); }
+  // The global gradient norm (on the device), tensor-parallel pieces counted once.
+  at::Tensor gradient_norm();
 
   const RunPlan& plan_;
   const RunSettings& settings_;
   const at::Device device_;
   const std::string run_dir_;
-  std::unique_ptr<Communicator> comm_;  // null in a single-process run
+  std::unique_ptr<Communicator> world_comm_;         // with tensor_parallel > 1: every rank; else null
+  std::unique_ptr<TensorParallel> tensor_parallel_;  // null unless tensor_parallel > 1
+  std::unique_ptr<Communicator> comm_;  // the data-parallel group; null when it has one rank
+  std::set<std::string> whole_params_;  // tensor parallelism: the dense parameters not split
   std::unique_ptr<Pipeline> p_;
   std::unique_ptr<GradientSync> grad_sync_;  // gradient all-reduce overlapping backward
   std::unique_ptr<ParameterShards> shards_;  // shard = "parameters": units gathered as they run

@@ -6,6 +6,7 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <loom/model.hpp>
+#include <loom/tensor_parallel.hpp>
 
 #include <string>
 
@@ -70,6 +71,9 @@ class CausalLm : public loom::Model {
   }
 
  protected:
+  // Under tensor parallelism the output layer holds V/T of the vocabulary (head_weight() is
+  // that piece): the loss is computed without gathering the logits, and logits are gathered.
+  void set_tensor_parallel(const loom::tensor_parallel::Group& group) { tp_ = group; }
   // component: for messages; mask: the (T, T) causal bias of seq_len positions.
   void set_shape(std::string component, int64_t seq_len, int64_t vocab_size, at::Tensor mask) {
     component_ = std::move(component);
@@ -83,7 +87,11 @@ class CausalLm : public loom::Model {
   virtual at::Tensor head(const at::Tensor& x) const = 0;
   virtual const at::Tensor& head_weight() const = 0;  // (V, C)
   // inputs: (B, T) -> logits (B, T, V).
-  at::Tensor forward(const at::Tensor& inputs, const Layout& layout) const { return head(hidden(inputs, layout)); }
+  at::Tensor forward(const at::Tensor& inputs, const Layout& layout) const {
+    const at::Tensor h = hidden(inputs, layout);
+    if (!tp_.split()) return head(h);
+    return loom::tensor_parallel::gather_last_dim(head(loom::tensor_parallel::enter(h, tp_)), tp_);
+  }
 
  private:
   Layout layout(const loom::BatchFields& batch) const { return layout_of(batch, mask_, seq_len_, component_.c_str()); }
@@ -93,6 +101,9 @@ class CausalLm : public loom::Model {
   // dtype autocast would give the product.
   at::Tensor head_loss(const at::Tensor& hidden, const at::Tensor& targets) const {
     const at::Tensor rows = hidden.reshape({-1, hidden.size(-1)});  // (N, C)
+    if (tp_.split())  // (N, V/T) logits per rank: the pieces are a chunk of their own
+      return loom::tensor_parallel::cross_entropy_sum(head(loom::tensor_parallel::enter(rows, tp_)),
+                                                      targets.reshape({-1}), tp_);
     const int64_t chunk = loss_chunk_rows(vocab_size_);
     if (rows.size(0) <= chunk) return loom::token_loss_sum(head(rows), targets.reshape({-1}));
     const at::DeviceType device = rows.device().type();
@@ -113,6 +124,7 @@ class CausalLm : public loom::Model {
   at::Tensor mask_;  // (T, T) float, -inf above the diagonal; a buffer
   KvCache cache_;    // decode()'s keys and values; empty until generation
   bool device_ids_scanned_ = false;  // a training batch's ids were scanned on the GPU once
+  loom::tensor_parallel::Group tp_;  // size 1: the whole vocabulary on this rank
 };
 
 }  // namespace loom_gpt

@@ -60,6 +60,10 @@ struct Block {
 class GptModel : public CausalLm {
  public:
   GptModel(const GptSpec& spec, const loom::Context& ctx) : s_(spec) {
+    require(ctx.tensor_parallel_size <= 1,
+            s_.component + ": GPT-2's layout does not split over [distributed] tensor_parallel yet (its fused c_attn "
+                           "would need per-rank q/k/v pieces); use llama or hf_causal_lm with a Llama-family folder, "
+                           "or tensor_parallel = 1");
     check_gpt_spec(s_);
     const int64_t V = s_.vocab_size, C = s_.n_embd, F = s_.n_inner, L = s_.n_layer;
     // Own generator: initialization depends on the run seed only, not on what ran before.

@@ -43,7 +43,8 @@ class HfCausalLm final : public loom::Model {
       kCheckpointEveryOption,
   };
 
-  HfCausalLm(const loom::Config& c, const loom::Context& ctx) : dir_(c.str("from")) {
+  HfCausalLm(const loom::Config& c, const loom::Context& ctx)
+      : dir_(c.str("from")), tp_rank_(ctx.tensor_parallel_rank), tp_size_(ctx.tensor_parallel_size) {
     require(!dir_.empty(), "hf_causal_lm: option from is empty; name a Hugging Face model folder");
     hf_ = read_hf_config(dir_);
     const std::string config_path = loom::formats::join(dir_, loom::formats::kHfConfig);
@@ -121,9 +122,14 @@ class HfCausalLm final : public loom::Model {
   void load(const loom::formats::LoadRules& rules) {
     try {
       const loom::formats::HfWeightSource source(dir_);
+      // Under tensor parallelism this rank's pieces of the split weights (loom/tensor_parallel.hpp).
+      std::map<std::string, int64_t> split;
+      for (const auto& [name, dim] : split_dims())
+        if (dim >= 0) split[name] = dim;
+      const loom::formats::TensorPieceSource pieces(source, std::move(split), tp_rank_, tp_size_);
       // The base weights alone: LoRA adapters ([lora]) are new and keep their initialisation.
       const loom::formats::LoadReport report =
-          loom::formats::load_weights(source, named_params(LOOM_PARAM_FLAG_ADAPTER), rules);
+          loom::formats::load_weights(pieces, named_params(LOOM_PARAM_FLAG_ADAPTER), rules);
       if (!report.clean())
         loom::log(LOOM_LOG_LEVEL_WARN, "hf_causal_lm",
                   "strict = false: loaded " + std::to_string(report.loaded) + " tensors from " + dir_ + "; " +
@@ -136,6 +142,7 @@ class HfCausalLm final : public loom::Model {
   }
 
   std::string dir_;
+  int64_t tp_rank_ = 0, tp_size_ = 1;  // the tensor-parallel group (loom::Context)
   HfModelConfig hf_;
   std::unique_ptr<loom::Model> inner_;
 };

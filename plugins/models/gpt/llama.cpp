@@ -6,8 +6,14 @@
 // names and (out, in) weight layouts are Hugging Face's. The `llama` component is the model
 // configured by manifest options.
 //
-// It is deliberately not a general transformer: no sliding window, no fused kernels; generation
-// (decode, kv_cache.hpp) keeps every position's keys and values.
+// It is deliberately not a general transformer; generation (decode, kv_cache.hpp) keeps every
+// position's keys and values.
+//
+// Tensor parallelism ([distributed] tensor_parallel = T, loom/tensor_parallel.hpp): each rank
+// holds H/T query heads and K/T key/value heads (q/k/v column-parallel, o_proj row-parallel),
+// F/T of the MLP's hidden units (gate/up column-parallel, down_proj row-parallel) and V/T rows
+// of the embedding and output layer, whose loss is computed without gathering the logits. The
+// norms and o_proj's bias stay whole. Every layout starts from the same weights.
 //
 // Shapes: B = batch, T = sequence, C = channels (n_embd), H = query heads, K = key/value heads,
 // D = head dim, F = MLP hidden width (ffn_hidden), L = n_layer, V = vocab_size.
@@ -20,6 +26,8 @@
 #include <tuple>
 #include <vector>
 
+#include <loom/tensor_parallel.hpp>
+
 #include "causal_lm.hpp"
 #include "common.hpp"
 #include "components.hpp"
@@ -27,7 +35,10 @@
 namespace loom_gpt {
 namespace {
 
+namespace tp = loom::tensor_parallel;
 constexpr uint32_t kNoDecay = LOOM_PARAM_FLAG_NO_DECAY;
+
+void check_tensor_parallel(const LlamaSpec& s, const tp::Group& g);  // below
 
 // Hugging Face's LlamaRMSNorm: normalised in fp32 whatever x's dtype, cast back, then scaled:
 // w * (x / sqrt(mean(x^2) + eps)) over the last dimension.
@@ -56,8 +67,10 @@ struct Layer {
 
 class LlamaModel : public CausalLm {
  public:
-  LlamaModel(const LlamaSpec& spec, const loom::Context& ctx) : s_(spec) {
+  LlamaModel(const LlamaSpec& spec, const loom::Context& ctx) : s_(spec), tp_(ctx) {
     check_llama_spec(s_);
+    check_tensor_parallel(s_, tp_);
+    set_tensor_parallel(tp_);
     const int64_t V = s_.vocab_size, C = s_.n_embd, H = s_.n_head, K = s_.n_kv_head, D = s_.head_dim,
                   F = s_.ffn_hidden, L = s_.n_layer;
     // Own generator: initialization depends on the run seed only, not on what ran before.
@@ -73,41 +86,46 @@ class LlamaModel : public CausalLm {
       matmul_params_ += init.numel();
       return add_param(n, std::move(init), flags);
     };
-    // A projection: nn.Linear's layout, with a LoRA adapter when [lora] targets it.
-    const auto projection = [&](const std::string& module, at::Tensor init) {
+    // A projection: nn.Linear's layout, with a LoRA adapter when [lora] targets it; cut along
+    // `split` (0: its outputs, 1: its inputs) over the tensor-parallel group.
+    const auto projection = [&](const std::string& module, at::Tensor init, int64_t split) {
       matmul_params_ += init.numel();
-      return add_linear(module, std::move(init), 0, ctx);
+      return add_split_linear(module, init, split, ctx);
+    };
+    const auto column_bias = [&](const std::string& n, int64_t size) {
+      return add_split_param(n, filled(size, 0.0), 0, ctx, kNoDecay);
     };
 
     // Untied, the input embedding is a lookup only and stays out of the FLOPs' N.
-    embed_ = s_.tie_embeddings ? param("model.embed_tokens.weight", normal({V, C}, s_.init_std), kNoDecay)
-                               : add_param("model.embed_tokens.weight", normal({V, C}, s_.init_std), kNoDecay);
+    if (s_.tie_embeddings) matmul_params_ += V * C;
+    embed_ = add_split_param("model.embed_tokens.weight", normal({V, C}, s_.init_std), 0, ctx, kNoDecay);
     for (int64_t i = 0; i < L; ++i) {
       const std::string p = "model.layers." + std::to_string(i) + ".";
       begin_unit(i);  // each layer is a unit of [distributed] shard = "parameters"
       Layer l;  // registered in Hugging Face's order: self_attn, mlp, then the two norms
-      l.q_proj = projection(p + "self_attn.q_proj", normal({H * D, C}, s_.init_std));
-      if (s_.qkv_bias) l.q_bias = add_param(p + "self_attn.q_proj.bias", filled(H * D, 0.0), kNoDecay);
-      l.k_proj = projection(p + "self_attn.k_proj", normal({K * D, C}, s_.init_std));
-      if (s_.qkv_bias) l.k_bias = add_param(p + "self_attn.k_proj.bias", filled(K * D, 0.0), kNoDecay);
-      l.v_proj = projection(p + "self_attn.v_proj", normal({K * D, C}, s_.init_std));
-      if (s_.qkv_bias) l.v_bias = add_param(p + "self_attn.v_proj.bias", filled(K * D, 0.0), kNoDecay);
-      l.o_proj = projection(p + "self_attn.o_proj", normal({C, H * D}, proj_std));
+      l.q_proj = projection(p + "self_attn.q_proj", normal({H * D, C}, s_.init_std), 0);
+      if (s_.qkv_bias) l.q_bias = column_bias(p + "self_attn.q_proj.bias", H * D);
+      l.k_proj = projection(p + "self_attn.k_proj", normal({K * D, C}, s_.init_std), 0);
+      if (s_.qkv_bias) l.k_bias = column_bias(p + "self_attn.k_proj.bias", K * D);
+      l.v_proj = projection(p + "self_attn.v_proj", normal({K * D, C}, s_.init_std), 0);
+      if (s_.qkv_bias) l.v_bias = column_bias(p + "self_attn.v_proj.bias", K * D);
+      l.o_proj = projection(p + "self_attn.o_proj", normal({C, H * D}, proj_std), 1);
       if (s_.o_bias) l.o_bias = add_param(p + "self_attn.o_proj.bias", filled(C, 0.0), kNoDecay);
       if (s_.qk_norm) {
         l.q_norm = add_param(p + "self_attn.q_norm.weight", filled(D, 1.0), kNoDecay);
         l.k_norm = add_param(p + "self_attn.k_norm.weight", filled(D, 1.0), kNoDecay);
       }
-      l.gate_proj = projection(p + "mlp.gate_proj", normal({F, C}, s_.init_std));
-      l.up_proj = projection(p + "mlp.up_proj", normal({F, C}, s_.init_std));
-      l.down_proj = projection(p + "mlp.down_proj", normal({C, F}, proj_std));
+      l.gate_proj = projection(p + "mlp.gate_proj", normal({F, C}, s_.init_std), 0);
+      l.up_proj = projection(p + "mlp.up_proj", normal({F, C}, s_.init_std), 0);
+      l.down_proj = projection(p + "mlp.down_proj", normal({C, F}, proj_std), 1);
       l.input_norm = param(p + "input_layernorm.weight", filled(C, 1.0), kNoDecay);
       l.post_norm = param(p + "post_attention_layernorm.weight", filled(C, 1.0), kNoDecay);
       layers_.push_back(l);
       end_unit();
     }
     norm_ = param("model.norm.weight", filled(C, 1.0), kNoDecay);                                  // (C)
-    lm_head_ = s_.tie_embeddings ? embed_ : param("lm_head.weight", normal({V, C}, s_.init_std), 0);     // (V, C)
+    if (!s_.tie_embeddings) matmul_params_ += V * C;
+    lm_head_ = s_.tie_embeddings ? embed_ : add_split_param("lm_head.weight", normal({V, C}, s_.init_std), 0, ctx);  // (V/T, C)
     set_shape(s_.component, s_.seq_len, s_.vocab_size, causal_mask(s_.seq_len, device));                                                           // (T, T)
     rope_ = Rope(s_.seq_len, D, s_.rope_theta, device, s_.rope_scaling);                                // (T, D)
   }
@@ -121,7 +139,7 @@ class LlamaModel : public CausalLm {
  private:
   // inputs: (B, T) -> the final RMSNorm's output (B, T, C).
   at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const override {
-    at::Tensor x = at::embedding(embed_, inputs);  // (B, T, C)
+    at::Tensor x = tp::embedding(embed_, inputs, tp_);  // (B, T, C)
     for (size_t i = 0; i < layers_.size(); ++i) {
       // By value: a recomputed layer runs again in backward, after this call has returned.
       const auto layer = [this, i, layout](const at::Tensor& in) {
@@ -142,13 +160,16 @@ class LlamaModel : public CausalLm {
   // x: (B, T, C) after input_layernorm -> the attention branch (B, T, C). Layer `index` keeps
   // its rotated keys and values in layout.cache when decoding.
   at::Tensor attention(const Layer& l, size_t index, const at::Tensor& x, const Layout& layout) const {
-    const int64_t B = x.size(0), T = x.size(1), H = s_.n_head, K = s_.n_kv_head, D = s_.head_dim;
-    at::Tensor q = l.q_proj(x, l.q_bias, training_).view({B, T, H, D}).transpose(1, 2);  // (B, H, T, D)
-    at::Tensor k = l.k_proj(x, l.k_bias, training_).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
-    at::Tensor v = l.v_proj(x, l.v_bias, training_).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
-    if (s_.qk_norm) {  // per head, over D, before the rotation (Qwen3)
-      q = rms_norm(q, l.q_norm, s_.rms_norm_eps);
-      k = rms_norm(k, l.k_norm, s_.rms_norm_eps);
+    // Under tensor parallelism H and K are this rank's heads: H/T and K/T.
+    const int64_t B = x.size(0), T = x.size(1), H = s_.n_head / tp_.size, K = s_.n_kv_head / tp_.size,
+                  D = s_.head_dim;
+    const at::Tensor in = tp::enter(x, tp_);
+    at::Tensor q = l.q_proj(in, l.q_bias, training_).view({B, T, H, D}).transpose(1, 2);  // (B, H, T, D)
+    at::Tensor k = l.k_proj(in, l.k_bias, training_).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
+    at::Tensor v = l.v_proj(in, l.v_bias, training_).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
+    if (s_.qk_norm) {  // per head, over D, before the rotation (Qwen3); whole weights on this rank's heads
+      q = rms_norm(q, tp::enter(l.q_norm, tp_), s_.rms_norm_eps);
+      k = rms_norm(k, tp::enter(l.k_norm, tp_), s_.rms_norm_eps);
     }
     q = rope_.apply(q, layout.positions);
     k = rope_.apply(k, layout.positions);
@@ -156,19 +177,28 @@ class LlamaModel : public CausalLm {
     const int64_t window = s_.sliding_windows.empty() ? 0 : s_.sliding_windows[index];
     const at::Tensor y = causal_attention(q, k, v, layout.mask, s_.dropout, training_, window);  // (B, H, T, D)
     const at::Tensor merged = y.transpose(1, 2).reshape({B, T, H * D});       // (B, T, H*D)
-    return maybe_dropout(l.o_proj(merged, l.o_bias, training_), s_.dropout, training_);
+    return maybe_dropout(row_parallel(l.o_proj, merged, l.o_bias), s_.dropout, training_);
+  }
+
+  // A row-parallel layer: x W^T summed over the group, then the whole bias (b may be undefined).
+  at::Tensor row_parallel(const loom::AdaptedLinear& layer, const at::Tensor& x, const at::Tensor& bias) const {
+    if (!tp_.split()) return layer(x, bias, training_);
+    const at::Tensor y = tp::leave(layer(x, at::Tensor(), training_), tp_);
+    return bias.defined() ? y + bias : y;
   }
 
   // x: (B, T, C) after post_attention_layernorm -> the SwiGLU branch (B, T, C).
   at::Tensor mlp(const Layer& l, const at::Tensor& x) const {
     const at::Tensor none;  // the MLP has no biases
-    const at::Tensor h = at::silu(l.gate_proj(x, none, training_)) * l.up_proj(x, none, training_);  // (B, T, F)
-    return maybe_dropout(l.down_proj(h, none, training_), s_.dropout, training_);                    // (B, T, C)
+    const at::Tensor in = tp::enter(x, tp_);
+    const at::Tensor h = at::silu(l.gate_proj(in, none, training_)) * l.up_proj(in, none, training_);  // (B, T, F/T)
+    return maybe_dropout(row_parallel(l.down_proj, h, none), s_.dropout, training_);                  // (B, T, C)
   }
 
   LlamaSpec s_;
+  tp::Group tp_;               // this rank's tensor-parallel group (size 1: none)
   int64_t matmul_params_ = 0;  // the N of 6N: all but an untied input embedding
-  at::Tensor embed_;           // (V, C)
+  at::Tensor embed_;           // (V, C); (V/T, C) under tensor parallelism, as lm_head_
   std::vector<Layer> layers_;  // L
   at::Tensor norm_;            // (C)
   at::Tensor lm_head_;         // (V, C); the same tensor as embed_ when tied
@@ -239,6 +269,23 @@ class Llama final : public LlamaModel {
 
   Llama(const loom::Config& c, const loom::Context& ctx) : LlamaModel(spec_from_options(c, ctx), ctx) {}
 };
+
+// The head, hidden-unit and vocabulary counts a tensor-parallel group cuts must divide evenly.
+void check_tensor_parallel(const LlamaSpec& s, const loom::tensor_parallel::Group& g) {
+  if (!g.split()) return;
+  const auto divides = [&](int64_t n, const char* what) {
+    require(n % g.size == 0, s.component + ": " + what + " = " + std::to_string(n) + " is not a multiple of " +
+                                 "[distributed] tensor_parallel = " + std::to_string(g.size) +
+                                 "; choose a tensor_parallel that divides it");
+  };
+  divides(s.n_head, "the query heads (n_head)");
+  divides(s.n_kv_head, "the key/value heads (n_kv_head)");
+  divides(s.ffn_hidden, "the MLP width (ffn_hidden)");
+  divides(s.vocab_size, "the vocabulary (vocab_size)");
+  require(s.dropout == 0.0, s.component + ": dropout = " + std::to_string(s.dropout) +
+                                " with [distributed] tensor_parallel > 1 would draw the same masks on every rank's "
+                                "heads; set dropout = 0 (tensor-parallel dropout is not built yet)");
+}
 
 }  // namespace
 

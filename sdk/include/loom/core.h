@@ -24,6 +24,8 @@
  * optimizer sparse_step), LOOM_METRIC_REDUCTION_ROC_AUC, loom_batch.end_of_data. 1.8 adapters:
  * loom_context.adapters (loom_adapter_spec), LOOM_PARAM_FLAG_ADAPTER, LOOM_PARAM_FLAG_IN_OUT.
  * 1.9 hook needs (loom_hook_needs_args): a hook says whether it reads every step's loss.
+ * 1.10 tensor parallelism: loom_context.tensor_parallel_rank/_size, loom_param_view.split_dim,
+ *      loom_host_api.tensor_parallel_collective (loom_collective_args).
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -59,7 +61,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 9
+#define LOOM_ABI_MINOR 10
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"
@@ -94,6 +96,8 @@ typedef struct loom_torch_tensor loom_torch_tensor;
 
 /* Defined in loom/model.h (ABI 1.5); declared here for loom_host_api.unit_boundary. */
 struct loom_unit_boundary_args;
+/* Defined in loom/model.h (ABI 1.10); for loom_host_api.tensor_parallel_collective. */
+struct loom_collective_args;
 
 /* Tokens whose target equals this index carry no loss. */
 #define LOOM_IGNORE_INDEX (-100)
@@ -154,6 +158,13 @@ typedef struct loom_context {
   /* (ABI 1.8) Models only: the manifest's [lora] adapters, NULL when it has none (and for
      every other kind). Borrowed for the create call: copy what you keep. */
   const struct loom_adapter_spec* adapters;
+  /* (ABI 1.10) Models only: this rank's place in its tensor-parallel group ([distributed]
+     tensor_parallel). A model that splits its matrices over the group registers only its own
+     piece of each (loom_param_view.split_dim) and combines the pieces in forward through
+     loom_host_api.tensor_parallel_collective. size 1 (and rank 0) without tensor parallelism,
+     and for every other kind; a host older than 1.10 leaves both 0: read 0 as size 1. */
+  int32_t tensor_parallel_rank;
+  int32_t tensor_parallel_size;
 } loom_context;
 
 /* (ABI 1.8) Low-rank adapters (LoRA, Hu et al. 2021) a model adds to its linear layers: a layer
@@ -231,6 +242,11 @@ typedef struct loom_host_api {
      [distributed] shard = "parameters" the host gathers the unit's parameters before it and
      releases them after. Without sharding it hands the tensor back unchanged. */
   loom_status* (*unit_boundary)(struct loom_unit_boundary_args* args);
+  /* ABI 1.10, torch-linked models only (loom/model.h loom_collective_args): a collective over
+     the ranks of this rank's tensor-parallel group, for a model that splits its matrices
+     ([distributed] tensor_parallel). Every rank of the group must make the same calls in the
+     same order. Without tensor parallelism (a group of one) the output is the input. */
+  loom_status* (*tensor_parallel_collective)(struct loom_collective_args* args);
 } loom_host_api;
 
 /* What the entry point returns. Static. */
@@ -262,10 +278,12 @@ LOOM_ABI_OFFSET(loom_host_api, status_create, 2);
 LOOM_ABI_OFFSET(loom_host_api, registry_add_component, 7);
 LOOM_ABI_OFFSET(loom_host_api, config_has, 12);
 LOOM_ABI_OFFSET(loom_host_api, unit_boundary, 13);
+LOOM_ABI_OFFSET(loom_host_api, tensor_parallel_collective, 14);
 LOOM_ABI_OFFSET(loom_component, vtable, 6);
 LOOM_ABI_OFFSET(loom_option_spec, doc, 5);
 LOOM_ABI_OFFSET(loom_context, device, 5);
 LOOM_ABI_OFFSET(loom_context, adapters, 7);
+LOOM_ABI_OFFSET_BYTES(loom_context, tensor_parallel_size, 68);
 LOOM_ABI_OFFSET(loom_adapter_spec, rank, 3);
 LOOM_ABI_OFFSET(loom_byte_writer, write, 2);
 

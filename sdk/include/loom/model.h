@@ -43,6 +43,12 @@ typedef struct loom_param_view {
      unit's parameters are registered one after another, and the model's forward calls the
      host's unit_boundary around each unit (loom::Model::enter_unit / exit_unit). */
   int64_t unit;
+  /* ABI 1.10. out; the host sets -1 first. With [distributed] tensor_parallel = T > 1: the
+     dimension along which the model cut this parameter into T equal pieces, of which it
+     registered piece loom_context.tensor_parallel_rank (the whole tensor is the pieces of
+     ranks 0..T-1 concatenated along it); -1: the model holds it whole on every rank of the
+     group, and its gradient must then be the same on all of them. */
+  int64_t split_dim;
 } loom_param_view;
 
 /* (ABI 1.5) The host's unit_boundary (loom/core.h). */
@@ -60,6 +66,23 @@ typedef struct loom_unit_boundary_args {
                                      goes on with (input itself, or an alias whose backward
                                      gathers the unit's parameters again) */
 } loom_unit_boundary_args;
+
+/* (ABI 1.10) The host's tensor_parallel_collective (loom/core.h). */
+typedef enum loom_collective_op {
+  LOOM_COLLECTIVE_ALL_REDUCE_SUM = 0, /* output: the elementwise sum of every rank's input */
+  LOOM_COLLECTIVE_ALL_REDUCE_MAX = 1, /* output: the elementwise maximum */
+  LOOM_COLLECTIVE_ALL_GATHER = 2      /* output: every rank's input, concatenated along dim 0
+                                         in rank order (inputs of equal shape) */
+} loom_collective_op;
+
+typedef struct loom_collective_args {
+  size_t struct_size;
+  int32_t op;                     /* loom_collective_op */
+  const loom_torch_tensor* input; /* borrowed for the call; not changed */
+  loom_torch_tensor* output;      /* owned by the plugin; the host assigns a new tensor. No
+                                     autograd: loom/tensor_parallel.hpp wraps it in functions
+                                     with the right backward */
+} loom_collective_args;
 
 /* (ABI 1.2) One named field of the batch (loom/dataset.h lists the standard names). */
 typedef struct loom_batch_field {
@@ -167,6 +190,9 @@ typedef struct loom_model_vtable {
 
 LOOM_ABI_OFFSET(loom_param_view, flags, 3);
 LOOM_ABI_OFFSET(loom_param_view, unit, 4);
+LOOM_ABI_OFFSET(loom_param_view, split_dim, 5);
+LOOM_ABI_OFFSET(loom_collective_args, input, 2);
+LOOM_ABI_OFFSET(loom_collective_args, output, 3);
 LOOM_ABI_OFFSET(loom_unit_boundary_args, input, 3);
 LOOM_ABI_OFFSET(loom_unit_boundary_args, output, 4);
 LOOM_ABI_OFFSET(loom_model_forward_args, loss_sum, 3);

@@ -112,8 +112,25 @@ class Model {
   // host later rebinds the storage into its flat buffer; every handle sees the change.
   at::Tensor add_param(std::string name, at::Tensor init, uint32_t flags = 0) {
     init.requires_grad_(true);
-    params_.push_back({std::move(name), init, flags, unit_});
+    params_.push_back({std::move(name), init, flags, unit_, -1});
     return init;
+  }
+  // Tensor parallelism (ABI 1.10, loom/tensor_parallel.hpp): registers this rank's piece of
+  // `whole`, cut into ctx.tensor_parallel_size equal pieces along `dim` (piece
+  // ctx.tensor_parallel_rank), and returns it. Initialise `whole` exactly as without tensor
+  // parallelism, so every layout starts from the same weights. Without it, add_param(whole).
+  at::Tensor add_split_param(std::string name, const at::Tensor& whole, int64_t dim, const Context& ctx,
+                             uint32_t flags = 0) {
+    if (ctx.tensor_parallel_size <= 1) return add_param(std::move(name), whole, flags);
+    const int64_t size = ctx.tensor_parallel_size;
+    if (dim < 0 || dim >= whole.dim() || whole.size(dim) % size != 0)
+      throw Error(name + ": cannot be split into " + std::to_string(size) + " equal pieces along dimension " +
+                  std::to_string(dim) + "; choose a [distributed] tensor_parallel that divides it");
+    const int64_t piece = whole.size(dim) / size;
+    at::Tensor mine = whole.narrow(dim, ctx.tensor_parallel_rank * piece, piece).clone();
+    mine.requires_grad_(true);
+    params_.push_back({std::move(name), mine, flags, unit_, dim});
+    return mine;
   }
   // A linear layer's weight, registered as "<module>.weight" (flags as add_param's). When the
   // manifest's [lora] targets the module (ctx.adapters, ABI 1.8), its adapter is registered
@@ -145,6 +162,19 @@ class Model {
     out.dropout = ctx.adapters.dropout;
     return out;
   }
+  // A linear layer in nn.Linear's layout cut over the tensor-parallel group along `dim` (0:
+  // column-parallel, 1: row-parallel; add_split_param's rules). Without tensor parallelism it
+  // is add_linear(module, whole, 0, ctx). With it, [lora] on the layer is refused: adapters do
+  // not follow the split yet.
+  AdaptedLinear add_split_linear(const std::string& module, const at::Tensor& whole, int64_t dim, const Context& ctx) {
+    if (ctx.tensor_parallel_size <= 1) return add_linear(module, whole, 0, ctx);
+    if (ctx.adapters.targets_module(module))
+      throw Error("[lora] targets " + module + ", but LoRA adapters do not follow a [distributed] tensor_parallel "
+                  "split yet; train the adapters with tensor_parallel = 1", LOOM_STATUS_CODE_INVALID_ARGUMENT);
+    AdaptedLinear out;
+    out.weight = add_split_param(module + ".weight", whole, dim, ctx);
+    return out;
+  }
   // Units (ABI 1.5): the parameters added after begin_unit(k) belong to unit k (a layer),
   // until end_unit(). Units are numbered 0, 1, ... in the order forward runs them. Declare
   // them, and call enter_unit / exit_unit around each unit's forward, and the model trains
@@ -159,7 +189,7 @@ class Model {
   // Takes over the parameters another model registered, in its order: for a component that
   // wraps a model it builds (it then forwards loss_sum and the rest to it).
   void adopt_params(Model& part) {
-    for (Param& p : part.params_) params_.push_back(p);
+    for (Param& p : part.params_) params_.push_back(p);  // with its unit and split
     part.params_.clear();
   }
   // For such a wrapper: the part's loss_sum inside this model's host call, so that what the part
@@ -171,6 +201,13 @@ class Model {
       ~Reset() { part.forward_ = nullptr; }
     } reset{part};
     return part.loss_sum(batch);
+  }
+  // The dimension each parameter is split along across the tensor-parallel group (-1: whole),
+  // by name, in registration order.
+  std::vector<std::pair<std::string, int64_t>> split_dims() const {
+    std::vector<std::pair<std::string, int64_t>> out;
+    for (const Param& p : params_) out.emplace_back(p.name, p.split_dim);
+    return out;
   }
   // The registered parameters by name, in order (tensors share storage with the model's).
   // without: leave out parameters with any of these flags (LOOM_PARAM_FLAG_ADAPTER: the base
@@ -191,6 +228,7 @@ class Model {
     at::Tensor tensor;
     uint32_t flags;
     int64_t unit;
+    int64_t split_dim;  // add_split_param's dim, or -1
   };
   int64_t unit_ = -1;  // what add_param records: begin_unit's unit, or -1
   static at::Tensor unit_boundary(int64_t unit, loom_unit_phase phase, const at::Tensor& x) {
@@ -203,12 +241,7 @@ class Model {
     args.phase = phase;
     args.input = handle(x);
     args.output = handle(out);
-    if (loom_status* status = api.unit_boundary(&args)) {
-      const std::string message = api.status_get_message(status);
-      const loom_status_code code = api.status_get_code(status);
-      api.status_destroy(status);
-      throw Error(message, code);
-    }
+    check(api.unit_boundary(&args));
     return out.defined() ? out : x;
   }
   std::deque<Param> params_;  // deque: addresses stay stable for the handles we lend
@@ -229,6 +262,7 @@ struct ModelGlue {
       view.tensor = handle(p.tensor);
       view.flags = p.flags;
       view.unit = p.unit;
+      view.split_dim = p.split_dim;
       write_out(out, view);
     });
   }

@@ -138,6 +138,8 @@ struct Context {
   int32_t rank = 0, world_size = 1;
   int64_t total_steps = 0;
   AdapterSpec adapters;  // models only (ABI 1.8)
+  // Models only (ABI 1.10): this rank's place in its tensor-parallel group; size 1 without.
+  int32_t tensor_parallel_rank = 0, tensor_parallel_size = 1;
 
   explicit Context(const loom_context* in) {
     const loom_context c = read_in(in);
@@ -148,6 +150,10 @@ struct Context {
     rank = c.rank;
     world_size = c.world_size > 0 ? c.world_size : 1;
     total_steps = c.total_steps;
+    if (c.tensor_parallel_size > 1) {  // 0 from a host older than 1.10 (read_in)
+      tensor_parallel_rank = c.tensor_parallel_rank;
+      tensor_parallel_size = c.tensor_parallel_size;
+    }
     if (c.adapters != nullptr) {  // zero when the host is older than 1.8 (read_in)
       const loom_adapter_spec a = read_in(c.adapters);
       for (size_t i = 0; i < a.target_count && a.targets != nullptr; ++i)
