@@ -142,7 +142,9 @@ at::Tensor FlatParams::owned_grad_square_sum() const {
 }
 
 at::Tensor FlatParams::owned_grad_square_sum(const std::set<std::string>& names) const {
-  std::vector<at::Tensor> sums;
+  if (groups_.empty()) return at::zeros({});
+  const at::Device device = groups_.front()->grads.device();
+  std::vector<at::Tensor> sums{at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device))};
   for (const auto& g : groups_) {
     const OwnedSlice used = reduces_to_owner() ? g->owned : OwnedSlice{0, g->numel};
     for (const Segment& s : g->whole) {
@@ -150,10 +152,9 @@ at::Tensor FlatParams::owned_grad_square_sum(const std::set<std::string>& names)
       const int64_t begin = std::max(s.abi.offset, used.start);
       const int64_t end = std::min(s.abi.offset + s.abi.numel, used.start + used.length);
       if (begin < end)
-        sums.push_back(g->grads.narrow(0, begin, end - begin).to(at::kFloat).pow(2).sum().to(groups_.front()->grads.device()));
+        sums.push_back(g->grads.narrow(0, begin, end - begin).to(at::kFloat).pow(2).sum().to(device));
     }
   }
-  if (sums.empty()) return groups_.empty() ? at::zeros({}) : at::zeros({}, groups_.front()->grads.options().dtype(at::kFloat));
   return at::stack(sums).sum();
 }
 

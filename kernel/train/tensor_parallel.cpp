@@ -1,7 +1,5 @@
 #include "train/tensor_parallel.hpp"
 
-#include <loom/model.h>
-
 #include "base/failure.hpp"
 
 namespace loom {
