@@ -36,9 +36,10 @@ void check_run_plan(const RunPlan& plan, const DistEnv& env) {
   if (const int64_t tensor = plan.distributed.tensor_parallel; tensor > 1) {
     make_device_mesh(env.world_size, env.rank, static_cast<int>(tensor));  // a divisor of the world
     const std::string what = "[distributed] tensor_parallel = " + std::to_string(tensor) + ": ";
-    if (plan.checkpoint.enabled)
-      throw usage_failure(what + "checkpoints of a tensor-parallel run are not built yet (each rank holds pieces of "
-                          "the weights that no checkpoint puts together); remove [checkpoint] or use tensor_parallel = 1");
+    if (plan.checkpoint.enabled && plan.distributed.shard != "none")
+      throw usage_failure(what + "checkpoints of a tensor-parallel run with shard = \"" + plan.distributed.shard +
+                          "\" are not built yet (they are gathered whole from unsharded pieces); use shard = \"none\" "
+                          "or remove [checkpoint]");
     if (plan.hf_export.enabled)
       throw usage_failure(what + "[export] of a tensor-parallel run is not built yet (no rank holds the whole model); "
                           "remove [export] or use tensor_parallel = 1");

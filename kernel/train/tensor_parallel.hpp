@@ -31,6 +31,7 @@ class TensorParallel final : public TensorParallelCollectives {
   TensorParallel& operator=(const TensorParallel&) = delete;
 
   const DeviceMesh& mesh() const { return mesh_; }
+  Communicator& group() { return *tensor_; }  // the tensor group
   // The data-parallel group, handed over once (null when this mesh has one data rank).
   std::unique_ptr<Communicator> take_data_group() { return std::move(data_); }
 

@@ -43,6 +43,10 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   if (tensor_parallel_) {
     TensorParallel::check_model_splits(p_->model.params(), p_->model.component().name, mesh.tensor);
     whole_params_ = TensorParallel::whole_params(dense_params(p_->model.params()));
+    if (p_->checkpoint && p_->frozen.frozen > 0)  // their checksum would be of this rank's pieces
+      throw usage_failure("[distributed] tensor_parallel = " + std::to_string(mesh.tensor) + " with [checkpoint]: "
+                          "frozen parameters ([model] freeze, [lora]) are not supported in its checkpoints yet; "
+                          "remove [checkpoint] or use tensor_parallel = 1");
   }
   grad_sync_ = build_gradient_sync(plan, *p_, comm_.get());
   shards_ = build_parameter_shards(plan, *p_, comm_.get(), device_);
@@ -204,7 +208,10 @@ bool Trainer::end_of_step(loom_control requests, Prefetcher& prefetch) {
 }
 
 void Trainer::restore(const std::filesystem::path& path, Restore mode) {
-  const LoadedCheckpoint loaded = checkpoints_->load(path);
+  LoadedCheckpoint loaded = checkpoints_->load(path);
+  if (tensor_parallel_)  // whole tensors in the checkpoint: this rank takes its pieces
+    loaded = cut_into_pieces(loaded, *p_, tensor_parallel_->mesh().tensor_rank(), tensor_parallel_->mesh().tensor,
+                             path.string());
   const RestoredRun restored = read_restored_run(loaded, path.string());
   if (mode == Restore::resume) {
     for (const auto& change :
@@ -317,8 +324,11 @@ void Trainer::save() {
   if (comm_ && p_->flat.sharded())
     checkpoints_->save_part(capture_shard_part(*p_, progress_, data_states, plan_.resolved_manifest), *comm_,
                             std::chrono::milliseconds(static_cast<int64_t>(1e3 * plan_.distributed.timeout_s)));
-  else if (rank() == 0)
-    checkpoints_->save(capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest));
+  else if (rank() == 0) {  // under tensor parallelism, data rank 0's whole tensor group puts its pieces together
+    Snapshot snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
+    if (tensor_parallel_) gather_whole_tensors(snapshot, *p_, tensor_parallel_->group());
+    if (!tensor_parallel_ || tensor_parallel_->mesh().tensor_rank() == 0) checkpoints_->save(std::move(snapshot));
+  }
   last_saved_step_ = progress_.step;
   fire(LOOM_EVENT_SAVE);
 }

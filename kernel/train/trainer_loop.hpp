@@ -22,6 +22,7 @@
 #include "train/run_state.hpp"
 #include "train/step_values.hpp"
 #include "train/tensor_parallel.hpp"
+#include "train/tensor_parallel_checkpoint.hpp"
 #include "train/trainer.hpp"
 
 namespace loom {

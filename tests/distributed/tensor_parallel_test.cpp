@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "dist_helpers.hpp"
 #include "failure_message.hpp"
 #include "run_host.hpp"
 
@@ -49,12 +50,17 @@ Logged logged(const fs::path& run) {
 }
 
 // ranks processes, tensor_parallel = tensor; the global batch stays 4 samples per step.
-Logged train(const std::string& m, const std::string& name, int ranks, int tensor, const std::string& extra = "") {
+void train_steps(const std::string& m, const std::string& name, int ranks, int tensor, const std::string& extra) {
   const int data = ranks / tensor;
   const std::string run = "run " + m + " --set run.name=" + name + " --set distributed.tensor_parallel=" +
                           std::to_string(tensor) + " --set data.batch_size=" + std::to_string(4 / data) + extra;
   const auto r = run_host(ranks == 1 ? run : "launch --nproc-per-node " + std::to_string(ranks) + " -- " + run);
   REQUIRE_MESSAGE(r.code == 0, r.err);
+}
+
+// The 20 steps' records of such a run.
+Logged train(const std::string& m, const std::string& name, int ranks, int tensor, const std::string& extra = "") {
+  train_steps(m, name, ranks, tensor, extra);
   const Logged out = logged(fs::path(m).parent_path() / name);
   REQUIRE(out.loss.size() == 20);
   return out;
@@ -137,7 +143,8 @@ TEST_CASE("what tensor parallelism cannot do yet is refused in one line, with ex
   const std::string m = manifest(dir, kLlama);
   const std::string launch2 = "launch --nproc-per-node 2 -- run " + m + " --set distributed.tensor_parallel=";
   check_refused(launch2 + "4", "tensor_parallel = 4 does not divide the 2 ranks");
-  check_refused(launch2 + "2 --set checkpoint.every=5", "checkpoints of a tensor-parallel run are not built yet");
+  check_refused(launch2 + "2 --set checkpoint.every=5 --set distributed.shard=optimizer",
+                "checkpoints of a tensor-parallel run with shard = \"optimizer\" are not built yet");
   check_refused(launch2 + "2 --set model.n_kv_head=1", "n_kv_head) = 1 is not a multiple of");
   check_refused(launch2 + "2 --set model.dropout=0.1", "dropout");
   check_refused("launch --nproc-per-node 2 -- run " + manifest(dir, "[model]\nuse = \"gpt\"\nn_layer = 1\nn_head = 2\nn_embd = 16\nseq_len = 16\n") +
@@ -146,4 +153,76 @@ TEST_CASE("what tensor parallelism cannot do yet is refused in one line, with ex
   check_refused("launch --nproc-per-node 2 -- run " + manifest(dir, "[model]\nuse = \"mlp_lm\"\n") +
                     " --set distributed.tensor_parallel=2",
                 "split none of its parameters");
+}
+
+namespace {
+
+// Each tensor of `actual` within tolerance of `expected`'s norm (plus 1e-7 for tensors that are
+// zero in exact arithmetic, such as the key bias's gradient, to which the loss is blind).
+void check_tensors_close(const std::map<std::string, at::Tensor>& expected,
+                         const std::map<std::string, at::Tensor>& actual, double tolerance) {
+  REQUIRE(expected.size() == actual.size());
+  for (const auto& [name, want] : expected) {
+    CAPTURE(name);
+    REQUIRE(actual.count(name));
+    const at::Tensor& got = actual.at(name);
+    REQUIRE(got.sizes() == want.sizes());
+    CHECK((got - want).norm().item<double>() <= tolerance * want.norm().item<double>() + 1e-7);
+  }
+}
+
+std::map<std::string, at::Tensor> minus(const std::map<std::string, at::Tensor>& a,
+                                        const std::map<std::string, at::Tensor>& b) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, t] : a) out[name] = t - b.at(name);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a tensor-parallel checkpoint holds whole tensors: exact resume on its layout, any other layout within 1e-5") {
+  const fs::path dir = loom_test::tmp_dir("tp-checkpoints");
+  const std::string m = manifest(dir, kLlama);
+  const std::string every10 = " --set checkpoint.every=10";
+  const Logged one = train(m, "u1", 1, 1, every10);
+  const Logged two = train(m, "u2", 2, 2, every10);
+  check_same_run(one, two);
+  // Whole tensors, as one process writes them.
+  const auto whole = loom_dist_test::weights(dir / "u2" / "checkpoints" / "step-20");
+  CHECK(whole.at("model/model.embed_tokens.weight").sizes() == at::IntArrayRef({256, 32}));
+  const auto from_one = loom_dist_test::weights(dir / "u1" / "checkpoints" / "step-20");
+  REQUIRE(from_one.size() == whole.size());
+  for (const auto& [name, t] : from_one) {
+    CAPTURE(name);
+    CHECK(whole.at(name).sizes() == t.sizes());
+  }
+  const auto exported = run_host("export " + (dir / "u2").string() + " --dtype fp32 --out " + (dir / "u2-hf").string());
+  CHECK_MESSAGE(exported.code == 0, exported.err);
+
+  const auto resumed = [&](const std::string& name, int ranks, int tensor, const std::string& from) {
+    train_steps(m, name, ranks, tensor, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string());
+    const Logged out = logged(dir / name);
+    REQUIRE(out.loss.size() == 10);  // steps 11 to 20
+    return out.loss;
+  };
+  const std::vector<double> last_one(one.loss.begin() + 10, one.loss.end());
+  const std::vector<double> last_two(two.loss.begin() + 10, two.loss.end());
+  CHECK(resumed("r2-from-2", 2, 2, "u2") == last_two);  // bit for bit
+  check_close(last_one, resumed("r1-from-2", 1, 1, "u2"), 1e-5);
+  check_close(last_one, resumed("r2-from-1", 2, 2, "u1"), 1e-5);
+  check_close(last_one, resumed("r2d2-from-2", 4, 2, "u2"), 1e-5);
+}
+
+TEST_CASE("one SGD step on 2 ranks changes every weight as one process does: every gradient within 1e-5") {
+  const fs::path dir = loom_test::tmp_dir("tp-gradients");
+  const std::string m = manifest(dir, kLlama + "qk_norm = true\n", "sgd", 1.0);
+  const std::string one_step = " --set run.steps=1 --set checkpoint.every=1";
+  train_steps(m, "start", 1, 1, one_step + " --set optimizer.lr=0.0");
+  train_steps(m, "g1", 1, 1, one_step);
+  train_steps(m, "g2", 2, 2, one_step);
+  const auto start = loom_dist_test::weights(dir / "start" / "checkpoints" / "step-1");
+  // lr 1, no clipping: the change of each weight is minus its gradient.
+  const auto one = minus(start, loom_dist_test::weights(dir / "g1" / "checkpoints" / "step-1"));
+  CHECK(one.at("model/model.layers.0.mlp.down_proj.weight").norm().item<double>() > 1e-4);  // it did train
+  check_tensors_close(one, minus(start, loom_dist_test::weights(dir / "g2" / "checkpoints" / "step-1")), 1e-5);
 }

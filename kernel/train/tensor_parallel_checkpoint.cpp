@@ -1,0 +1,102 @@
+#include "train/tensor_parallel_checkpoint.hpp"
+
+#include "base/failure.hpp"
+
+namespace loom {
+namespace {
+
+const std::string kModel = "model/", kOptimizer = "optimizer/";
+
+std::map<std::string, int64_t> split_dims(Pipeline& p) {
+  std::map<std::string, int64_t> out;
+  for (const ModelParam& param : p.model.params())
+    if (param.split_dim >= 0) out[param.name] = param.split_dim;
+  return out;
+}
+
+// The group's pieces of `piece`, side by side along dim, in rank order.
+at::Tensor gather_along(const at::Tensor& piece, int64_t dim, Communicator& group) {
+  const at::Tensor rows = piece.movedim(dim, 0).contiguous();
+  std::vector<int64_t> shape = rows.sizes().vec();
+  shape[0] *= group.world_size();
+  at::Tensor all = at::empty(shape, rows.options());
+  all.narrow(0, group.rank() * rows.size(0), rows.size(0)).copy_(rows);
+  group.allgather_chunks(all);
+  return all.movedim(0, dim).contiguous();
+}
+
+// Which optimizer state follows which group of the flat buffers, by tensor name.
+std::map<std::string, size_t> elementwise_states(Pipeline& p) {
+  std::map<std::string, size_t> out;
+  for (const auto& st : p.optimizer.state())
+    if (st.elementwise_group >= 0) out[kOptimizer + st.name] = static_cast<size_t>(st.elementwise_group);
+  return out;
+}
+
+}  // namespace
+
+void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group) {
+  const auto split = split_dims(p);
+  const auto states = elementwise_states(p);
+  const auto tables = p.flat.segment_tables();
+  for (auto& [name, t] : s.tensors) {
+    if (name.rfind(kModel, 0) == 0) {
+      if (const auto it = split.find(name.substr(kModel.size())); it != split.end())
+        t = gather_along(t, it->second, tensor_group);
+      continue;
+    }
+    const auto group = states.find(name);
+    if (group == states.end()) continue;
+    std::vector<at::Tensor> whole;  // segment by segment, in the flat order
+    for (const auto& seg : tables.at(group->second)) {
+      const at::Tensor piece = t.narrow(0, seg.offset, seg.numel).view(seg.shape);
+      const auto it = split.find(seg.name);
+      whole.push_back(it == split.end() ? piece.reshape({-1}) : gather_along(piece, it->second, tensor_group).reshape({-1}));
+    }
+    t = at::cat(whole);
+  }
+}
+
+LoadedCheckpoint cut_into_pieces(const LoadedCheckpoint& whole, Pipeline& p, int tensor_rank, int tensor_size,
+                                 const std::string& origin) {
+  const auto split = split_dims(p);
+  const auto states = elementwise_states(p);
+  const auto tables = p.flat.segment_tables();
+  const auto piece_of = [&](const at::Tensor& t, int64_t dim, const std::string& name) {
+    if (dim >= t.dim() || t.size(dim) % tensor_size != 0)
+      throw runtime_failure(origin + ": \"" + name + "\" cannot be cut into " + std::to_string(tensor_size) +
+                            " pieces along dimension " + std::to_string(dim) + "; resume with the manifest that wrote it");
+    const int64_t n = t.size(dim) / tensor_size;
+    return t.narrow(dim, tensor_rank * n, n).contiguous();
+  };
+  LoadedCheckpoint out = whole;
+  for (auto& [name, t] : out.tensors) {
+    if (name.rfind(kModel, 0) == 0) {
+      if (const auto it = split.find(name.substr(kModel.size())); it != split.end()) t = piece_of(t, it->second, name);
+      continue;
+    }
+    const auto group = states.find(name);
+    if (group == states.end()) continue;
+    std::vector<at::Tensor> pieces;
+    int64_t offset = 0;  // in the whole layout
+    for (const auto& seg : tables.at(group->second)) {
+      const auto it = split.find(seg.name);
+      std::vector<int64_t> shape = seg.shape;
+      if (it != split.end()) shape[static_cast<size_t>(it->second)] *= tensor_size;
+      const int64_t numel = seg.numel * (it == split.end() ? 1 : tensor_size);
+      if (t.dim() != 1 || offset + numel > t.numel())
+        throw runtime_failure(origin + ": \"" + name + "\" holds " + std::to_string(t.numel()) +
+                              " elements, fewer than this model's parameters; resume with the manifest that wrote it");
+      const at::Tensor segment = t.narrow(0, offset, numel).view(shape);
+      pieces.push_back(it == split.end() ? segment.reshape({-1}) : piece_of(segment, it->second, name).reshape({-1}));
+      offset += numel;
+    }
+    if (offset != t.numel())
+      throw runtime_failure(origin + ": \"" + name + "\" holds " + std::to_string(t.numel()) + " elements, but this "
+                            "model's parameters are " + std::to_string(offset) + "; resume with the manifest that wrote it");
+    t = at::cat(pieces);
+  }
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,32 @@
+// tensor_parallel_checkpoint.hpp: checkpoints of a tensor-parallel run hold whole tensors, as a
+// run of one process would write them: the pieces of every split weight, and of the optimizer
+// state that follows them element for element, are gathered over the tensor group before the
+// save and cut out again at resume. So such a checkpoint resumes on any layout (any
+// tensor_parallel, any world size), and `host export`, `checkpoint inspect` and `init_from`
+// read it like any other.
+//
+// The flat layout of a group is the same function of the model at every layout (segments in
+// reverse registration order, train/flat_params.hpp); only the sizes of the split segments
+// differ, by a factor T. That is what lets a piece's optimizer state be found in the whole.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "abi/checkpoint_backend.hpp"
+#include "checkpoint/snapshot.hpp"
+#include "dist/communicator.hpp"
+#include "train/pipeline.hpp"
+
+namespace loom {
+
+// Every rank of the tensor group calls it, on snapshots captured alike: model/<name> of split
+// parameters and elementwise optimizer/<state> become whole (the group's pieces in rank order).
+void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group);
+
+// The checkpoint as this rank's pieces: the inverse of gather_whole_tensors (no collective).
+// Throws a runtime Failure naming a tensor whose whole size does not fit this run.
+LoadedCheckpoint cut_into_pieces(const LoadedCheckpoint& whole, Pipeline& p, int tensor_rank, int tensor_size,
+                                 const std::string& origin);
+
+}  // namespace loom
