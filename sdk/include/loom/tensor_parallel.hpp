@@ -32,9 +32,6 @@ struct Group {
   Group() = default;
   explicit Group(const Context& ctx) : rank(ctx.tensor_parallel_rank), size(ctx.tensor_parallel_size) {}
   bool split() const { return size > 1; }
-  // The piece of n items this rank holds (n a multiple of size): [start, start + piece).
-  int64_t piece(int64_t n) const { return n / size; }
-  int64_t start(int64_t n) const { return rank * piece(n); }
 };
 
 // One collective through the host, no autograd. op: loom_collective_op.
