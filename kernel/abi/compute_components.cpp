@@ -228,9 +228,29 @@ Batch DatasetInstance::next() {
   if (batch.inputs.scalar_type() != at::kLong || batch.targets.scalar_type() != at::kLong ||
       batch.inputs.sizes() != batch.targets.sizes() || batch.inputs.dim() != 2)
     throw runtime_failure(where() + ": batches must be int64 inputs and targets of one (B, T) shape");
+  if (pieces_.count > 1) cut(batch);
   batch.tokens = batch.targets.ne(LOOM_IGNORE_INDEX).sum().item<int64_t>();  // CPU tensor: no device sync
   if (has_state()) batch.data_state = save_state();
   return batch;
+}
+
+void DatasetInstance::cut(Batch& batch) const {
+  const int64_t rows = batch.inputs.size(0), T = batch.inputs.size(1), count = pieces_.count;
+  if (T % count != 0)
+    throw usage_failure(where() + ": rows of " + std::to_string(T) + " positions cannot be cut into [distributed] "
+                        "sequence_parallel = " + std::to_string(count) + " equal pieces; make seq_len (the data's "
+                        "and the model's) a multiple of " + std::to_string(count));
+  const int64_t piece = T / count, start = pieces_.rank * piece;
+  const auto mine = [&](const at::Tensor& t) { return t.narrow(1, start, piece).contiguous(); };
+  batch.inputs = mine(batch.inputs);
+  batch.targets = mine(batch.targets);
+  for (auto& [name, field] : batch.fields) {
+    if (field.dim() < 2 || field.size(0) != rows || field.size(1) != T)
+      throw usage_failure(where() + ": batch field " + name + " is not shaped (batch, positions, ...) like input_ids, "
+                          "so it cannot be cut along the sequence for [distributed] sequence_parallel; use "
+                          "sequence_parallel = 1 with this dataset");
+    field = mine(field);
+  }
 }
 
 std::string DatasetInstance::save_state() { return save_state_with(vt_.state_save); }

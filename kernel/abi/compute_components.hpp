@@ -66,6 +66,8 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
   // positions past .. past + T - 1 (past = 0 starts afresh); a runtime Failure without decode.
   bool has_decode() const { return vt_.decode != nullptr; }
   at::Tensor decode(const at::Tensor& inputs, int64_t past);
+  // (ABI 1.11) Whether this instance takes sequence pieces and attends across whole rows.
+  bool handles_sequence_parallel() const { return vt_.sequence_parallel && vt_.sequence_parallel(handle_) != 0; }
   // (ABI 1.3) The model's Hugging Face description (loom/model.h), or "" when it has none.
   std::string hugging_face() const;
 
@@ -83,9 +85,19 @@ struct Batch {
   std::string data_state;      // the dataset's position right after this batch (for resume)
 };
 
+// Under sequence parallelism ([distributed] sequence_parallel = count) the model of sequence
+// rank `rank` takes piece `rank` of count equal pieces of every row.
+struct RowPieces {
+  int rank = 0, count = 1;
+};
+
 class DatasetInstance : public Instance<loom_dataset_vtable, loom_dataset> {
  public:
   DatasetInstance(const SlotConfig& slot, const RunContext& run);
+  // From now on next() cuts every batch: inputs, targets and each field shaped (B, T, ...)
+  // keep their piece of dim 1; a field of any other shape, or rows that count does not
+  // divide, fail the batch with the field's name.
+  void cut_rows(const RowPieces& pieces) { pieces_ = pieces; }
   // The next batch, carrying the dataset's position after it when the dataset keeps one; or
   // the end of an epoch (Batch::end_of_epoch, no tensors) when a finite dataset says so.
   Batch next();
@@ -96,7 +108,10 @@ class DatasetInstance : public Instance<loom_dataset_vtable, loom_dataset> {
   int64_t batches_per_epoch() const;
 
  private:
+  void cut(Batch& batch) const;
+
   std::string source_;  // where(), made once: add_field's messages need it for every batch
+  RowPieces pieces_;
 };
 
 class OptimizerInstance : public Instance<loom_optimizer_vtable, loom_optimizer> {

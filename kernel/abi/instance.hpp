@@ -43,6 +43,7 @@ struct RunContext {
   int64_t total_steps = 0;
   AdapterSettings adapters;  // the model's only; enabled = false for every other kind
   int32_t tensor_parallel_rank = 0, tensor_parallel_size = 1;  // the model's only (ABI 1.10)
+  int32_t sequence_parallel_rank = 0, sequence_parallel_size = 1;  // the model's only (ABI 1.11)
 };
 
 template <class VTable, class Handle>
@@ -91,6 +92,8 @@ class Instance {
     context.total_steps = run_.total_steps;
     context.tensor_parallel_rank = run_.tensor_parallel_rank;
     context.tensor_parallel_size = run_.tensor_parallel_size;
+    context.sequence_parallel_rank = run_.sequence_parallel_rank;
+    context.sequence_parallel_size = run_.sequence_parallel_size;
     std::vector<const char*> targets;
     for (const std::string& t : run_.adapters.targets) targets.push_back(t.c_str());
     loom_adapter_spec adapters{};

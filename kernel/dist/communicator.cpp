@@ -224,6 +224,15 @@ void Communicator::allgather_chunks(at::Tensor& buffer) {
   });
 }
 
+void Communicator::all_to_all(const at::Tensor& input, at::Tensor& output) {
+  LOOM_NCCL_OR(input, nccl_->all_to_all(input, output));
+  guarded("all-to-all", [&] {
+    at::Tensor in = input, out = output;
+    std::vector<int64_t> equal_chunks;  // empty: world_size equal chunks of dim 0
+    group_->alltoall_base(out, in, equal_chunks, equal_chunks)->wait();
+  });
+}
+
 at::Tensor Communicator::allgather_rows(const at::Tensor& rows) {
   // Equal chunks: each rank pads its rows to the largest count; the counts say what is real.
   const int world = env_.world_size;

@@ -53,6 +53,9 @@ class Communicator {
   void wait_ticket(uint64_t ticket);
   // buffer holds world_size equal chunks: every rank's own chunk reaches every rank.
   void allgather_chunks(at::Tensor& buffer);
+  // input holds world_size equal chunks along dim 0, chunk j for rank j; output (the same
+  // shape) holds in chunk i what rank i sent here.
+  void all_to_all(const at::Tensor& input, at::Tensor& output);
   // Every rank's rows (dim 0; the counts may differ by rank, the other dims may not),
   // concatenated in rank order, on every rank.
   at::Tensor allgather_rows(const at::Tensor& rows);

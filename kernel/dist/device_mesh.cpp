@@ -6,30 +6,45 @@ namespace loom {
 
 std::vector<int> DeviceMesh::tensor_group() const {
   std::vector<int> out;
-  for (int t = 0; t < tensor; ++t) out.push_back(data_rank() * tensor + t);
+  for (int t = 0; t < tensor; ++t) out.push_back((data_rank() * sequence + sequence_rank()) * tensor + t);
   return out;
 }
 
-std::vector<int> DeviceMesh::data_group() const {
+std::vector<int> DeviceMesh::sequence_group() const {
   std::vector<int> out;
-  for (int d = 0; d < data(); ++d) out.push_back(d * tensor + tensor_rank());
+  for (int s = 0; s < sequence; ++s) out.push_back((data_rank() * sequence + s) * tensor + tensor_rank());
+  return out;
+}
+
+std::vector<int> DeviceMesh::replica_group() const {
+  std::vector<int> out;
+  for (int r = 0; r < replicas(); ++r) out.push_back(r * tensor + tensor_rank());
   return out;
 }
 
 std::string DeviceMesh::describe() const {
-  return std::to_string(world_size) + " rank" + (world_size == 1 ? "" : "s") + " = data " + std::to_string(data()) +
-         " x tensor " + std::to_string(tensor) + "; rank " + std::to_string(rank) + ": data " +
-         std::to_string(data_rank()) + ", tensor " + std::to_string(tensor_rank());
+  const auto n = [](int x) { return std::to_string(x); };
+  const bool seq = sequence > 1;
+  return n(world_size) + " rank" + (world_size == 1 ? "" : "s") + " = data " + n(data()) +
+         (seq ? " x sequence " + n(sequence) : "") + " x tensor " + n(tensor) + "; rank " + n(rank) + ": data " +
+         n(data_rank()) + (seq ? ", sequence " + n(sequence_rank()) : "") + ", tensor " + n(tensor_rank());
 }
 
-DeviceMesh make_device_mesh(int world_size, int rank, int tensor_parallel) {
+DeviceMesh make_device_mesh(int world_size, int rank, int tensor_parallel, int sequence_parallel) {
+  const auto ranks = [](int n) { return std::to_string(n) + " rank" + (n == 1 ? "" : "s"); };
   if (tensor_parallel < 1 || world_size % tensor_parallel != 0)
-    throw usage_failure("[distributed] tensor_parallel = " + std::to_string(tensor_parallel) +
-                        " does not divide the " + std::to_string(world_size) + " rank" + (world_size == 1 ? "" : "s") +
-                        " of this run; launch a multiple of it, or choose a divisor of " + std::to_string(world_size));
+    throw usage_failure("[distributed] tensor_parallel = " + std::to_string(tensor_parallel) + " does not divide the " +
+                        ranks(world_size) + " of this run; launch a multiple of it, or choose a divisor of " +
+                        std::to_string(world_size));
+  if (sequence_parallel < 1 || world_size % (tensor_parallel * sequence_parallel) != 0)
+    throw usage_failure("[distributed] sequence_parallel = " + std::to_string(sequence_parallel) +
+                        " times tensor_parallel = " + std::to_string(tensor_parallel) + " does not divide the " +
+                        ranks(world_size) + " of this run; launch a multiple of their product, or choose degrees "
+                        "whose product divides " + std::to_string(world_size));
   DeviceMesh mesh;
   mesh.world_size = world_size;
   mesh.tensor = tensor_parallel;
+  mesh.sequence = sequence_parallel;
   mesh.rank = rank;
   return mesh;
 }

@@ -93,4 +93,21 @@ void NcclComm::allgather(at::Tensor& buffer) {
              "ncclAllGather");
 }
 
+void NcclComm::all_to_all(const at::Tensor& input, at::Tensor& output) {
+  if (!input.is_cuda() || !input.is_contiguous() || !output.is_contiguous() || input.numel() != output.numel() ||
+      input.numel() % world_size_ != 0)
+    throw runtime_failure("nccl: all-to-all needs contiguous CUDA tensors of world_size equal chunks");
+  const size_t chunk = static_cast<size_t>(input.numel() / world_size_);
+  const size_t bytes = chunk * input.element_size();
+  const ncclDataType_t type = nccl_type(input.scalar_type());
+  const auto* from = static_cast<const char*>(input.data_ptr());
+  auto* to = static_cast<char*>(output.data_ptr());
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  for (int peer = 0; peer < world_size_; ++peer) {
+    check_nccl(ncclSend(from + peer * bytes, chunk, type, peer, impl_->comm, /*stream=*/nullptr), "ncclSend");
+    check_nccl(ncclRecv(to + peer * bytes, chunk, type, peer, impl_->comm, /*stream=*/nullptr), "ncclRecv");
+  }
+  check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+}
+
 }  // namespace loom

@@ -30,6 +30,9 @@ class NcclComm {
   void reduce(at::Tensor& t, int root);
   // buffer holds world_size equal chunks; this rank's chunk goes to every rank (in place).
   void allgather(at::Tensor& buffer);
+  // input and output hold world_size equal chunks: chunk j of input goes to rank j, chunk i of
+  // output comes from rank i (one grouped send and receive per peer).
+  void all_to_all(const at::Tensor& input, at::Tensor& output);
 
  private:
   struct Impl;

@@ -33,8 +33,9 @@ bool uses_nccl(const DistributedSettings& distributed, const at::Device& device)
 
 void check_run_plan(const RunPlan& plan, const DistEnv& env) {
   const at::Device device = resolve_device(plan.run.device, env.local_rank, plan.run.device_at);
+  make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel),
+                   static_cast<int>(plan.distributed.sequence_parallel));  // their product divides the world
   if (const int64_t tensor = plan.distributed.tensor_parallel; tensor > 1) {
-    make_device_mesh(env.world_size, env.rank, static_cast<int>(tensor));  // a divisor of the world
     const std::string what = "[distributed] tensor_parallel = " + std::to_string(tensor) + ": ";
     if (plan.checkpoint.enabled && plan.distributed.shard != "none")
       throw usage_failure(what + "checkpoints of a tensor-parallel run with shard = \"" + plan.distributed.shard +

@@ -34,20 +34,25 @@ inline int64_t total_steps(const RunPlan& c, const DatasetInstance& data) {
   return (c.run.epochs * per_epoch + c.run.grad_accum - 1) / c.run.grad_accum;
 }
 
-// The context of every kind but the model, which alone sees its tensor-parallel group (ABI 1.10).
+// The context of every kind but the model, which alone sees its tensor- and sequence-parallel
+// groups (ABI 1.10, 1.11).
 inline RunContext with_total_steps(RunContext run, int64_t total) {
   run.total_steps = total;
   run.tensor_parallel_rank = 0;
   run.tensor_parallel_size = 1;
+  run.sequence_parallel_rank = 0;
+  run.sequence_parallel_size = 1;
   return run;
 }
 
-// Hooks and trackers see the world's ranks: under tensor parallelism the ranks of a tensor
-// group share a data-parallel rank, and files named by rank (memory_monitor's) must not collide.
+// Hooks and trackers see the world's ranks (dist/device_mesh.hpp's order): under tensor or
+// sequence parallelism several ranks share a data-parallel rank, and files named by rank
+// (memory_monitor's) must not collide.
 inline RunContext for_observers(const RunContext& context, int64_t total) {
   RunContext run = with_total_steps(context, total);
-  run.rank = context.rank * context.tensor_parallel_size + context.tensor_parallel_rank;
-  run.world_size = context.world_size * context.tensor_parallel_size;
+  run.rank = (context.rank * context.sequence_parallel_size + context.sequence_parallel_rank) *
+                 context.tensor_parallel_size + context.tensor_parallel_rank;
+  run.world_size = context.world_size * context.sequence_parallel_size * context.tensor_parallel_size;
   return run;
 }
 
@@ -82,8 +87,11 @@ struct Pipeline {
         // buffers take the rest over
         frozen(prepare_model(model, c)),
         store_frozen(c.checkpoint.frozen == "include"),
+        // ZeRO shards over the replica group: every data and sequence rank (dist/device_mesh.hpp)
         flat(dense_params(model.params()),
-             ShardSpec{shard_mode_from_name(c.distributed.shard), context.rank, context.world_size}),
+             ShardSpec{shard_mode_from_name(c.distributed.shard),
+                       context.rank * context.sequence_parallel_size + context.sequence_parallel_rank,
+                       context.world_size * context.sequence_parallel_size}),
         sparse(sparse_params(model.params()), model.component().name),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),
         schedule(c.schedule, with_total_steps(context, steps)) {
@@ -104,6 +112,9 @@ struct Pipeline {
                           "\"none\" with it");
     const RunContext run = with_total_steps(context, steps);
     if (c.eval_data.component) eval_data = std::make_unique<DatasetInstance>(c.eval_data, run);
+    const RowPieces pieces{context.sequence_parallel_rank, context.sequence_parallel_size};
+    data.cut_rows(pieces);  // the model takes its sequence piece of every row
+    if (eval_data) eval_data->cut_rows(pieces);
     if (c.checkpoint.enabled) checkpoint = std::make_unique<CheckpointBackendInstance>(c.checkpoint_backend, run);
     const RunContext observer = for_observers(context, steps);
     for (const auto& slot : c.trackers) {

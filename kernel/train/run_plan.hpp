@@ -42,6 +42,7 @@ struct DistributedSettings {
   double timeout_s = 300;        // a rank that does not answer within this fails the run
   std::string shard = "none";    // "none", "optimizer" (ZeRO-1) or "gradients" (ZeRO-2)
   int64_t tensor_parallel = 1;   // ranks per tensor-parallel group (train/tensor_parallel.hpp)
+  int64_t sequence_parallel = 1; // ranks per sequence-parallel group (train/sequence_pieces.hpp)
 };
 
 // [export]: Hugging Face folders written during training (XTuner's hf_interval).

@@ -172,15 +172,16 @@ void Trainer::finish_last_epoch(Prefetcher& prefetch) {
 int64_t Trainer::micro_batches_per_step(const Batch& first) {
   if (settings_.global_batch_size <= 0) return settings_.grad_accum;
   if (derived_accum_ > 0) return derived_accum_;
-  const int64_t rows = first.inputs.size(0), per_step = rows * world_size();
+  // Ranks that share batches (tensor and sequence groups) count once.
+  const int64_t rows = first.inputs.size(0), per_step = rows * mesh_.data();
   if (settings_.global_batch_size % per_step != 0)
     throw usage_failure("[run] global_batch_size " + std::to_string(settings_.global_batch_size) +
-                        " is not a multiple of " + std::to_string(rows) + " rows per micro-batch x world size " +
-                        std::to_string(world_size()) + " = " + std::to_string(per_step) +
+                        " is not a multiple of " + std::to_string(rows) + " rows per micro-batch x data-parallel "
+                        "ranks " + std::to_string(mesh_.data()) + " = " + std::to_string(per_step) +
                         "; change global_batch_size or the data's batch size");
   derived_accum_ = settings_.global_batch_size / per_step;
-  spdlog::info("global_batch_size {} = {} rows x {} ranks x grad_accum {}", settings_.global_batch_size, rows,
-               world_size(), derived_accum_);
+  spdlog::info("global_batch_size {} = {} rows x {} data-parallel ranks x grad_accum {}", settings_.global_batch_size,
+               rows, mesh_.data(), derived_accum_);
   return derived_accum_;
 }
 

@@ -22,29 +22,38 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
       run_dir_(run_dir) {
   apply_run_settings(settings_, device_, env.local_world_size);
   comm_ = build_communicator(plan, env, device_);
-  const DeviceMesh mesh = make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel));
-  if (mesh.tensor > 1) {  // the world splits into tensor groups and data groups
-    tensor_parallel_ = std::make_unique<TensorParallel>(*comm_, mesh);
+  mesh_ = make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel),
+                           static_cast<int>(plan.distributed.sequence_parallel));
+  if (mesh_.tensor > 1 || mesh_.sequence > 1) {  // the world splits into model groups and replica groups
+    mesh_groups_ = std::make_unique<MeshGroups>(*comm_, mesh_);
+    if (mesh_.tensor > 1) tensor_parallel_ = std::make_unique<TensorParallel>(*mesh_groups_->tensor(), mesh_);
     world_comm_ = std::move(comm_);
-    comm_ = tensor_parallel_->take_data_group();
-    spdlog::info("device mesh: {}", mesh.describe());
+    comm_ = mesh_groups_->take_replica_group();
+    spdlog::info("device mesh: {}", mesh_.describe());
   }
   ranks_met();
   RunContext context;
   context.run_dir = run_dir;
   context.device = device_.str();
   context.seed = static_cast<uint64_t>(settings_.seed);
-  context.rank = mesh.data_rank();
-  context.world_size = mesh.data();
-  context.tensor_parallel_rank = mesh.tensor_rank();
-  context.tensor_parallel_size = mesh.tensor;
+  context.rank = mesh_.data_rank();
+  context.world_size = mesh_.data();
+  context.tensor_parallel_rank = mesh_.tensor_rank();
+  context.tensor_parallel_size = mesh_.tensor;
+  context.sequence_parallel_rank = mesh_.sequence_rank();
+  context.sequence_parallel_size = mesh_.sequence;
   context.total_steps = settings_.steps;
   p_ = std::make_unique<Pipeline>(plan, context);
+  if (mesh_.sequence > 1 && !p_->model.handles_sequence_parallel())
+    throw usage_failure("[distributed] sequence_parallel = " + std::to_string(mesh_.sequence) + ": model " +
+                        p_->model.component().name + " does not take pieces of rows (loom_model_vtable."
+                        "sequence_parallel, ABI 1.11), and attention over a piece alone would be wrong; use a model "
+                        "that does (llama, hf_causal_lm) or sequence_parallel = 1");
   if (tensor_parallel_) {
-    TensorParallel::check_model_splits(p_->model.params(), p_->model.component().name, mesh.tensor);
+    TensorParallel::check_model_splits(p_->model.params(), p_->model.component().name, mesh_.tensor);
     whole_params_ = TensorParallel::whole_params(dense_params(p_->model.params()));
     if (p_->checkpoint && p_->frozen.frozen > 0)  // their checksum would be of this rank's pieces
-      throw usage_failure("[distributed] tensor_parallel = " + std::to_string(mesh.tensor) + " with [checkpoint]: "
+      throw usage_failure("[distributed] tensor_parallel = " + std::to_string(mesh_.tensor) + " with [checkpoint]: "
                           "frozen parameters ([model] freeze, [lora]) are not supported in its checkpoints yet; "
                           "remove [checkpoint] or use tensor_parallel = 1");
   }
@@ -215,7 +224,7 @@ void Trainer::restore(const std::filesystem::path& path, Restore mode) {
   const RestoredRun restored = read_restored_run(loaded, path.string());
   if (mode == Restore::resume) {
     for (const auto& change :
-         plan_.manifest_changes(restored.resolved_manifest, path.string(), restored.world_size, world_size()))
+         plan_.manifest_changes(restored.resolved_manifest, path.string(), restored.world_size, mesh_.data()))
       spdlog::info("resume: manifest changed: {}", change);
   }
   restore_tensors(*p_, loaded, path.string(), {plan_.checkpoint.allow_nonfinite, plan_.checkpoint.allow_unclaimed});
@@ -244,16 +253,16 @@ void Trainer::restore(const std::filesystem::path& path, Restore mode) {
 }
 
 std::string Trainer::data_state_for_this_rank(const RestoredRun& restored, const std::string& origin) const {
-  if (restored.world_size == world_size()) return restored.data_states.at(static_cast<size_t>(rank()));
+  if (restored.world_size == mesh_.data()) return restored.data_states.at(static_cast<size_t>(mesh_.data_rank()));
   const auto& states = restored.data_states;
   if (std::adjacent_find(states.begin(), states.end(), std::not_equal_to<>()) != states.end())
     throw usage_failure(origin + ": written by a run of world size " + std::to_string(restored.world_size) +
-                        ", but this run has " + std::to_string(world_size()) + ", and dataset " +
+                        ", but this run has " + std::to_string(mesh_.data()) + ", and dataset " +
                         p_->data.component().name +
                         " saved a different position on each rank, which cannot be dealt out to another number of "
                         "ranks; resume with " + std::to_string(restored.world_size) + " ranks, or start a new run");
   spdlog::info("resume: world size {} -> {}; weights and optimizer state resharded, every rank continues at the "
-               "saved data position", restored.world_size, world_size());
+               "saved data position", restored.world_size, mesh_.data());
   return states.front();
 }
 
@@ -319,8 +328,14 @@ void Trainer::save() {
                  progress_.step, progress_.loss);
     return;
   }
-  const std::vector<std::string> data_states = comm_ ? comm_->allgather_bytes(data_state_)
-                                                     : std::vector<std::string>{data_state_};
+  std::vector<std::string> data_states = comm_ ? comm_->allgather_bytes(data_state_)
+                                               : std::vector<std::string>{data_state_};
+  if (mesh_.sequence > 1) {  // the ranks of a sequence group read the same data: one position per data rank
+    std::vector<std::string> per_data_rank;
+    for (size_t r = 0; r < data_states.size(); r += static_cast<size_t>(mesh_.sequence))
+      per_data_rank.push_back(data_states[r]);
+    data_states = std::move(per_data_rank);
+  }
   if (comm_ && p_->flat.sharded())
     checkpoints_->save_part(capture_shard_part(*p_, progress_, data_states, plan_.resolved_manifest), *comm_,
                             std::chrono::milliseconds(static_cast<int64_t>(1e3 * plan_.distributed.timeout_s)));

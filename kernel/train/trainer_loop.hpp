@@ -21,6 +21,7 @@
 #include "train/progress.hpp"
 #include "train/run_state.hpp"
 #include "train/step_values.hpp"
+#include "train/mesh_groups.hpp"
 #include "train/tensor_parallel.hpp"
 #include "train/tensor_parallel_checkpoint.hpp"
 #include "train/trainer.hpp"
@@ -114,8 +115,8 @@ class Trainer {
 
   loom_control fire(loom_event event, const loom_metrics* metrics = nullptr);
   loom_state_view state_view(const loom_metrics* metrics = nullptr) const;
-  // The data-parallel rank and degree: with tensor_parallel > 1, the tensor group's ranks
-  // share one (they see the same batches and compute the same loss).
+  // The rank and size of the replica group (dist/device_mesh.hpp): the data-parallel rank and
+  // degree, times sequence_parallel; the ranks of a tensor group share one.
   int rank() const { return comm_ ? comm_->rank() : 0; }
   int world_size() const { return comm_ ? comm_->world_size() : 1; }
   // Every rank of the run, for decisions all must take together (null: a single process).
@@ -127,9 +128,11 @@ class Trainer {
   const RunSettings& settings_;
   const at::Device device_;
   const std::string run_dir_;
-  std::unique_ptr<Communicator> world_comm_;         // with tensor_parallel > 1: every rank; else null
+  DeviceMesh mesh_;  // the world's layout: data x sequence x tensor
+  std::unique_ptr<Communicator> world_comm_;         // with a model group: every rank; else null
+  std::unique_ptr<MeshGroups> mesh_groups_;          // null unless tensor or sequence parallel > 1
   std::unique_ptr<TensorParallel> tensor_parallel_;  // null unless tensor_parallel > 1
-  std::unique_ptr<Communicator> comm_;  // the data-parallel group; null when it has one rank
+  std::unique_ptr<Communicator> comm_;  // the replica group; null when it has one rank
   std::set<std::string> whole_params_;  // tensor parallelism: the dense parameters not split
   std::unique_ptr<Pipeline> p_;
   std::unique_ptr<GradientSync> grad_sync_;  // gradient all-reduce overlapping backward

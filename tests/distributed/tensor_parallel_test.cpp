@@ -5,107 +5,25 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
-#include <nlohmann/json.hpp>
-
-#include <fstream>
-#include <sstream>
-
 #include "dist_helpers.hpp"
-#include "failure_message.hpp"
-#include "run_host.hpp"
+#include "mesh_runs.hpp"
 
 namespace fs = std::filesystem;
-using loom_test::contains;
 using loom_test::run_host;
-
-namespace {
-
-// Grouped-query attention (4 query heads on 2 key/value heads) with Qwen2's q/k/v biases.
-const std::string kLlama =
-    "[model]\nuse = \"llama\"\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nn_embd = 32\nseq_len = 16\nqkv_bias = true\n";
-
-std::string manifest(const fs::path& dir, const std::string& model_table, const std::string& optimizer = "adamw",
-                     double lr = 0.01) {
-  const fs::path path = dir / "m.toml";
-  std::ofstream(path) << "[run]\ndir = \"" << dir.string() << "\"\nsteps = 20\nlog_every = 1\nthreads = 1\n"
-                      << model_table << "[data]\nuse = \"synthetic\"\nseq_len = 16\nbatch_size = 4\n"
-                      << "[optimizer]\nuse = \"" << optimizer << "\"\nlr = " << lr << "\n"
-                      << "[[trackers]]\nuse = \"jsonl\"\n[distributed]\ntimeout_s = 30\n";
-  return path.string();
-}
-
-struct Logged {
-  std::vector<double> loss, grad_norm;
-};
-
-Logged logged(const fs::path& run) {
-  Logged out;
-  std::istringstream in(loom_test::read_file(run / "metrics.jsonl"));
-  for (std::string line; std::getline(in, line);) {
-    const auto record = nlohmann::json::parse(line);
-    out.loss.push_back(record.at("loss"));
-    out.grad_norm.push_back(record.at("grad_norm"));
-  }
-  return out;
-}
-
-// ranks processes, tensor_parallel = tensor; the global batch stays 4 samples per step.
-void train_steps(const std::string& m, const std::string& name, int ranks, int tensor, const std::string& extra) {
-  const int data = ranks / tensor;
-  const std::string run = "run " + m + " --set run.name=" + name + " --set distributed.tensor_parallel=" +
-                          std::to_string(tensor) + " --set data.batch_size=" + std::to_string(4 / data) + extra;
-  const auto r = run_host(ranks == 1 ? run : "launch --nproc-per-node " + std::to_string(ranks) + " -- " + run);
-  REQUIRE_MESSAGE(r.code == 0, r.err);
-}
-
-// The 20 steps' records of such a run.
-Logged train(const std::string& m, const std::string& name, int ranks, int tensor, const std::string& extra = "") {
-  train_steps(m, name, ranks, tensor, extra);
-  const Logged out = logged(fs::path(m).parent_path() / name);
-  REQUIRE(out.loss.size() == 20);
-  return out;
-}
-
-void check_close(const std::vector<double>& expected, const std::vector<double>& actual, double tolerance) {
-  REQUIRE(expected.size() == actual.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    CAPTURE(i);
-    CHECK(std::abs(actual[i] - expected[i]) <= tolerance * std::abs(expected[i]));
-  }
-}
-
-// Losses within 1e-5 for all 20 steps; the first step's gradient norm within 1e-5 (the same
-// weights, the same batch); later norms, which AdamW's division by sqrt(v) makes more sensitive
-// to the rounding of sums split across ranks, within 1e-4.
-void check_same_run(const Logged& expected, const Logged& actual) {
-  check_close(expected.loss, actual.loss, 1e-5);
-  REQUIRE(actual.grad_norm.size() == expected.grad_norm.size());
-  CHECK(std::abs(actual.grad_norm[0] - expected.grad_norm[0]) <= 1e-5 * expected.grad_norm[0]);
-  check_close(expected.grad_norm, actual.grad_norm, 1e-4);
-}
-
-// A refused launch: exit code 2 (usage), every rank's failure naming `part`.
-void check_refused(const std::string& args, const std::string& part) {
-  const auto r = run_host(args);
-  CAPTURE(r.err);
-  CHECK(r.code == 2);
-  CHECK(contains(r.err, part));
-}
-
-}  // namespace
+using namespace loom_mesh_test;
 
 TEST_CASE("tensor parallel 2 and 4, alone and with data parallel 2 in every shard mode, give one process's run") {
   const fs::path dir = loom_test::tmp_dir("tp-equivalence");
   const std::string m = manifest(dir, kLlama);
-  const Logged one = train(m, "w1", 1, 1);
-  check_same_run(one, train(m, "t2", 2, 2));
+  const Logged one = train(m, "w1", {1, 1});
+  check_same_run(one, train(m, "t2", {2, 2}));
   for (const std::string shard : {"none", "optimizer", "gradients", "parameters"}) {
     CAPTURE(shard);
-    check_same_run(one, train(m, "t2d2-" + shard, 4, 2, " --set distributed.shard=" + shard));
+    check_same_run(one, train(m, "t2d2-" + shard, {4, 2}, " --set distributed.shard=" + shard));
   }
   // Four ranks to a group need four key/value heads.
   const std::string heads = " --set model.n_kv_head=4";
-  check_same_run(train(m, "w1-mha", 1, 1, heads), train(m, "t4", 4, 4, heads));
+  check_same_run(train(m, "w1-mha", {1, 1}, heads), train(m, "t4", {4, 4}, heads));
 }
 
 TEST_CASE("per-head norms (Qwen3) split with their heads: SGD keeps the runs together for 20 steps") {
@@ -114,7 +32,7 @@ TEST_CASE("per-head norms (Qwen3) split with their heads: SGD keeps the runs tog
   // SGD shows that the split computes the same gradients.
   const fs::path dir = loom_test::tmp_dir("tp-qk-norm");
   const std::string m = manifest(dir, kLlama + "qk_norm = true\n", "sgd", 0.5);
-  check_same_run(train(m, "w1", 1, 1), train(m, "t2", 2, 2));
+  check_same_run(train(m, "w1", {1, 1}), train(m, "t2", {2, 2}));
 }
 
 TEST_CASE("a checkpoint and a Hugging Face folder load into each rank's pieces") {
@@ -127,14 +45,14 @@ TEST_CASE("a checkpoint and a Hugging Face folder load into each rank's pieces")
 
   const double fresh = logged(dir / "source").loss.front();
   const std::string from_checkpoint = " --set model.init_from=" + (dir / "source" / "checkpoints" / "step-5").string();
-  const Logged initialised = train(m, "init1", 1, 1, from_checkpoint);
-  check_same_run(initialised, train(m, "init2", 2, 2, from_checkpoint));
+  const Logged initialised = train(m, "init1", {1, 1}, from_checkpoint);
+  check_same_run(initialised, train(m, "init2", {2, 2}, from_checkpoint));
   CHECK(initialised.loss.front() < fresh);  // the trained weights, not a fresh model
 
   const std::string folder =
       manifest(dir, "[model]\nuse = \"hf_causal_lm\"\nfrom = \"" + (dir / "hf").string() + "\"\nseq_len = 16\n");
-  const Logged whole = train(folder, "hf1", 1, 1);
-  check_same_run(whole, train(folder, "hf2", 2, 2));
+  const Logged whole = train(folder, "hf1", {1, 1});
+  check_same_run(whole, train(folder, "hf2", {2, 2}));
   CHECK(whole.loss.front() < fresh);
 }
 
@@ -155,37 +73,12 @@ TEST_CASE("what tensor parallelism cannot do yet is refused in one line, with ex
                 "split none of its parameters");
 }
 
-namespace {
-
-// Each tensor of `actual` within tolerance of `expected`'s norm (plus 1e-7 for tensors that are
-// zero in exact arithmetic, such as the key bias's gradient, to which the loss is blind).
-void check_tensors_close(const std::map<std::string, at::Tensor>& expected,
-                         const std::map<std::string, at::Tensor>& actual, double tolerance) {
-  REQUIRE(expected.size() == actual.size());
-  for (const auto& [name, want] : expected) {
-    CAPTURE(name);
-    REQUIRE(actual.count(name));
-    const at::Tensor& got = actual.at(name);
-    REQUIRE(got.sizes() == want.sizes());
-    CHECK((got - want).norm().item<double>() <= tolerance * want.norm().item<double>() + 1e-7);
-  }
-}
-
-std::map<std::string, at::Tensor> minus(const std::map<std::string, at::Tensor>& a,
-                                        const std::map<std::string, at::Tensor>& b) {
-  std::map<std::string, at::Tensor> out;
-  for (const auto& [name, t] : a) out[name] = t - b.at(name);
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("a tensor-parallel checkpoint holds whole tensors: exact resume on its layout, any other layout within 1e-5") {
   const fs::path dir = loom_test::tmp_dir("tp-checkpoints");
   const std::string m = manifest(dir, kLlama);
   const std::string every10 = " --set checkpoint.every=10";
-  const Logged one = train(m, "u1", 1, 1, every10);
-  const Logged two = train(m, "u2", 2, 2, every10);
+  const Logged one = train(m, "u1", {1, 1}, every10);
+  const Logged two = train(m, "u2", {2, 2}, every10);
   check_same_run(one, two);
   // Whole tensors, as one process writes them.
   const auto whole = loom_dist_test::weights(dir / "u2" / "checkpoints" / "step-20");
@@ -200,7 +93,7 @@ TEST_CASE("a tensor-parallel checkpoint holds whole tensors: exact resume on its
   CHECK_MESSAGE(exported.code == 0, exported.err);
 
   const auto resumed = [&](const std::string& name, int ranks, int tensor, const std::string& from) {
-    train_steps(m, name, ranks, tensor, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string());
+    train_steps(m, name, {ranks, tensor}, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string());
     const Logged out = logged(dir / name);
     REQUIRE(out.loss.size() == 10);  // steps 11 to 20
     return out.loss;
@@ -217,9 +110,9 @@ TEST_CASE("one SGD step on 2 ranks changes every weight as one process does: eve
   const fs::path dir = loom_test::tmp_dir("tp-gradients");
   const std::string m = manifest(dir, kLlama + "qk_norm = true\n", "sgd", 1.0);
   const std::string one_step = " --set run.steps=1 --set checkpoint.every=1";
-  train_steps(m, "start", 1, 1, one_step + " --set optimizer.lr=0.0");
-  train_steps(m, "g1", 1, 1, one_step);
-  train_steps(m, "g2", 2, 2, one_step);
+  train_steps(m, "start", {1, 1}, one_step + " --set optimizer.lr=0.0");
+  train_steps(m, "g1", {1, 1}, one_step);
+  train_steps(m, "g2", {2, 2}, one_step);
   const auto start = loom_dist_test::weights(dir / "start" / "checkpoints" / "step-1");
   // lr 1, no clipping: the change of each weight is minus its gradient.
   const auto one = minus(start, loom_dist_test::weights(dir / "g1" / "checkpoints" / "step-1"));

@@ -6,6 +6,7 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <loom/model.hpp>
+#include <loom/sequence_parallel.hpp>
 #include <loom/tensor_parallel.hpp>
 
 #include <string>
@@ -20,7 +21,8 @@ class CausalLm : public loom::Model {
  public:
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
     check(inputs, targets);
-    return head_loss(hidden(inputs, {at::Tensor(), mask_}), targets);
+    const at::Tensor positions = seq_.split() ? piece_positions(inputs, seq_) : at::Tensor();
+    return head_loss(hidden(inputs, {positions, mask_}), targets);
   }
 
   // Packed rows: position_ids and document_ids when the dataset gives them (packing.hpp).
@@ -42,6 +44,7 @@ class CausalLm : public loom::Model {
   }
 
   at::Tensor logits(const loom::BatchFields& batch) override {
+    refuse_pieces("logits");
     check_batch(component_.c_str(), batch.input_ids, batch.input_ids, seq_len_, vocab_size_);
     return forward(batch.input_ids, layout(batch));
   }
@@ -49,6 +52,7 @@ class CausalLm : public loom::Model {
   // Generation (ABI 1.4): the new positions past .. past + T - 1 attend to the cached keys and
   // values of the positions before them; the layers append their own.
   at::Tensor decode(const at::Tensor& inputs, int64_t past) override {
+    refuse_pieces("decode");
     if (past == 0) cache_ = KvCache(seq_len_);
     if (past != cache_.length)
       throw loom::Error(component_ + ": decode was given past = " + std::to_string(past) + " but holds " +
@@ -70,7 +74,15 @@ class CausalLm : public loom::Model {
     }
   }
 
+  bool sequence_parallel() const override { return takes_pieces_; }
+
  protected:
+  // A model whose attention exchanges heads over the sequence group (loom/sequence_parallel.hpp)
+  // calls this: its loss_sum then takes pieces of rows.
+  void set_sequence_parallel(const loom::sequence_parallel::Group& group) {
+    seq_ = group;
+    takes_pieces_ = true;
+  }
   // Under tensor parallelism the output layer holds V/T of the vocabulary (head_weight() is
   // that piece): the loss is computed without gathering the logits, and logits are gathered.
   void set_tensor_parallel(const loom::tensor_parallel::Group& group) { tp_ = group; }
@@ -94,7 +106,16 @@ class CausalLm : public loom::Model {
   }
 
  private:
-  Layout layout(const loom::BatchFields& batch) const { return layout_of(batch, mask_, seq_len_, component_.c_str()); }
+  Layout layout(const loom::BatchFields& batch) const {
+    return layout_of(batch, mask_, seq_len_, component_.c_str(), seq_);
+  }
+
+  // Logits and generation see whole rows, in one process: no pieces.
+  void refuse_pieces(const char* call) const {
+    if (seq_.split())
+      throw loom::Error(component_ + ": " + call + " under [distributed] sequence_parallel > 1 is not supported; "
+                        "run it in one process");
+  }
 
   // The output layer and the token loss sum: hidden (..., C), targets (...). Logits that fit in
   // one chunk go the plain way; larger ones through chunked_loss.hpp, never whole, in the
@@ -113,8 +134,13 @@ class CausalLm : public loom::Model {
                                         LOOM_IGNORE_INDEX, chunk);
   }
 
-  // Training batches: on a GPU the ids are scanned once (a host sync), not every step.
+  // Training batches: on a GPU the ids are scanned once (a host sync), not every step. Under
+  // sequence parallelism the whole row is the pieces together.
   void check(const at::Tensor& inputs, const at::Tensor& targets) {
+    if (seq_.split() && inputs.dim() == 2 && inputs.size(1) * seq_.size > seq_len_)
+      throw loom::Error(component_ + ": rows of " + std::to_string(inputs.size(1) * seq_.size) +
+                        " positions (sequence_parallel pieces of " + std::to_string(inputs.size(1)) +
+                        ") are longer than seq_len = " + std::to_string(seq_len_) + "; raise model.seq_len");
     check_batch(component_.c_str(), inputs, targets, seq_len_, vocab_size_, !device_ids_scanned_);
     device_ids_scanned_ |= !inputs.is_cpu();
   }
@@ -125,6 +151,8 @@ class CausalLm : public loom::Model {
   KvCache cache_;    // decode()'s keys and values; empty until generation
   bool device_ids_scanned_ = false;  // a training batch's ids were scanned on the GPU once
   loom::tensor_parallel::Group tp_;  // size 1: the whole vocabulary on this rank
+  loom::sequence_parallel::Group seq_;  // size 1: whole rows
+  bool takes_pieces_ = false;           // set_sequence_parallel was called
 };
 
 }  // namespace loom_gpt

@@ -102,6 +102,7 @@ class HfCausalLm final : public loom::Model {
   at::Tensor decode(const at::Tensor& inputs, int64_t past) override { return inner_->decode(inputs, past); }
   void set_training(bool training) override { inner_->set_training(training); }
   double flops_per_token() const override { return inner_->flops_per_token(); }
+  bool sequence_parallel() const override { return inner_->sequence_parallel(); }
 
   // The source folder's own config.json (every field it had), its generation config and
   // tokenizer files.

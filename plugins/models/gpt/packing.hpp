@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 #include <loom/model.hpp>
+#include <loom/sequence_parallel.hpp>
 
 #include <cmath>
 #include <string>
@@ -24,11 +25,19 @@ struct Layout {
   KvCache* cache = nullptr;  // decoding (CausalLm::decode): each layer's keys and values so far
 };
 
+// Under sequence parallelism (loom/sequence_parallel.hpp) the batch holds this rank's piece of
+// every row: its positions are the piece's (undefined ones are made), and the mask spans whole
+// rows, as attention does once the heads are exchanged.
+inline at::Tensor piece_positions(const at::Tensor& inputs, const loom::sequence_parallel::Group& seq) {
+  const int64_t B = inputs.size(0), T = inputs.size(1);
+  return at::arange(seq.start(T), seq.start(T) + T, inputs.options().dtype(at::kLong)).expand({B, T});
+}
+
 // The layout the batch's fields ask for. causal: the model's (T_max, T_max) mask. Throws
 // loom::Error naming the component and the field when a field does not fit.
 inline Layout layout_of(const loom::BatchFields& batch, const at::Tensor& causal, int64_t seq_len,
-                        const char* component) {
-  Layout out{at::Tensor(), causal};
+                        const char* component, const loom::sequence_parallel::Group& seq = {}) {
+  Layout out{seq.split() ? piece_positions(batch.input_ids, seq) : at::Tensor(), causal};
   const auto same_shape = [&](const char* field, const at::Tensor& t) {
     if (t.sizes() != batch.input_ids.sizes())
       throw loom::Error(std::string(component) + ": batch field " + field + " must have the shape of input_ids");
@@ -42,8 +51,9 @@ inline Layout layout_of(const loom::BatchFields& batch, const at::Tensor& causal
                         std::to_string(seq_len) + "); raise model.seq_len or split the documents");
   }
   if (batch.find("document_ids")) {
-    const at::Tensor& docs = batch.require("document_ids", at::kLong, 2);
-    same_shape("document_ids", docs);
+    const at::Tensor& piece = batch.require("document_ids", at::kLong, 2);
+    same_shape("document_ids", piece);
+    const at::Tensor docs = loom::sequence_parallel::gather_rows(piece, seq);  // (B, T): whole rows
     const int64_t T = docs.size(1);
     const at::Tensor other_document = docs.unsqueeze(2).ne(docs.unsqueeze(1));  // (B, T, T)
     out.mask = causal.narrow(0, 0, T).narrow(1, 0, T).unsqueeze(0).masked_fill(other_document, -INFINITY);

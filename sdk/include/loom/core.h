@@ -26,6 +26,9 @@
  * 1.9 hook needs (loom_hook_needs_args): a hook says whether it reads every step's loss.
  * 1.10 tensor parallelism: loom_context.tensor_parallel_rank/_size, loom_param_view.split_dim,
  *      loom_host_api.tensor_parallel_collective (loom_collective_args).
+ * 1.11 sequence parallelism: loom_context.sequence_parallel_rank/_size,
+ *      loom_collective_args.group and LOOM_COLLECTIVE_ALL_TO_ALL,
+ *      loom_model_vtable.sequence_parallel.
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -61,7 +64,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 10
+#define LOOM_ABI_MINOR 11
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"
@@ -165,6 +168,14 @@ typedef struct loom_context {
      and for every other kind; a host older than 1.10 leaves both 0: read 0 as size 1. */
   int32_t tensor_parallel_rank;
   int32_t tensor_parallel_size;
+  /* (ABI 1.11) Models only: this rank's place in its sequence-parallel group ([distributed]
+     sequence_parallel = S). The host hands the model piece sequence_parallel_rank of every
+     row (positions rank * T/S .. (rank + 1) * T/S - 1, every field cut the same way); a model
+     that says it handles this (loom_model_vtable.sequence_parallel) exchanges its attention's
+     queries, keys and values over the group (loom/sequence_parallel.hpp). size 1 (and rank 0)
+     without it, and for every other kind; a host older than 1.11 leaves both 0: read 0 as 1. */
+  int32_t sequence_parallel_rank;
+  int32_t sequence_parallel_size;
 } loom_context;
 
 /* (ABI 1.8) Low-rank adapters (LoRA, Hu et al. 2021) a model adds to its linear layers: a layer
@@ -244,8 +255,9 @@ typedef struct loom_host_api {
   loom_status* (*unit_boundary)(struct loom_unit_boundary_args* args);
   /* ABI 1.10, torch-linked models only (loom/model.h loom_collective_args): a collective over
      the ranks of this rank's tensor-parallel group, for a model that splits its matrices
-     ([distributed] tensor_parallel). Every rank of the group must make the same calls in the
-     same order. Without tensor parallelism (a group of one) the output is the input. */
+     ([distributed] tensor_parallel), or (ABI 1.11, loom_collective_args.group) of its
+     sequence-parallel group. Every rank of the group must make the same calls in the same
+     order. In a group of one the output is the input. */
   loom_status* (*tensor_parallel_collective)(struct loom_collective_args* args);
 } loom_host_api;
 
@@ -284,6 +296,7 @@ LOOM_ABI_OFFSET(loom_option_spec, doc, 5);
 LOOM_ABI_OFFSET(loom_context, device, 5);
 LOOM_ABI_OFFSET(loom_context, adapters, 7);
 LOOM_ABI_OFFSET_BYTES(loom_context, tensor_parallel_size, 68);
+LOOM_ABI_OFFSET_BYTES(loom_context, sequence_parallel_size, 76);
 LOOM_ABI_OFFSET(loom_adapter_spec, rank, 3);
 LOOM_ABI_OFFSET(loom_byte_writer, write, 2);
 

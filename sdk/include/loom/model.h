@@ -71,9 +71,18 @@ typedef struct loom_unit_boundary_args {
 typedef enum loom_collective_op {
   LOOM_COLLECTIVE_ALL_REDUCE_SUM = 0, /* output: the elementwise sum of every rank's input */
   LOOM_COLLECTIVE_ALL_REDUCE_MAX = 1, /* output: the elementwise maximum */
-  LOOM_COLLECTIVE_ALL_GATHER = 2      /* output: every rank's input, concatenated along dim 0
+  LOOM_COLLECTIVE_ALL_GATHER = 2,     /* output: every rank's input, concatenated along dim 0
                                          in rank order (inputs of equal shape) */
+  /* (ABI 1.11) input: dim 0 cut into group-size equal chunks, chunk j for rank j; output: the
+     same shape, chunk i the one rank i sent to this rank */
+  LOOM_COLLECTIVE_ALL_TO_ALL = 3
 } loom_collective_op;
+
+/* (ABI 1.11) Which of the model's groups a collective spans. */
+typedef enum loom_collective_group {
+  LOOM_COLLECTIVE_GROUP_TENSOR = 0,  /* loom_context.tensor_parallel_size ranks */
+  LOOM_COLLECTIVE_GROUP_SEQUENCE = 1 /* loom_context.sequence_parallel_size ranks */
+} loom_collective_group;
 
 typedef struct loom_collective_args {
   size_t struct_size;
@@ -82,6 +91,7 @@ typedef struct loom_collective_args {
   loom_torch_tensor* output;      /* owned by the plugin; the host assigns a new tensor. No
                                      autograd: loom/tensor_parallel.hpp wraps it in functions
                                      with the right backward */
+  int32_t group;                  /* (ABI 1.11) loom_collective_group; absent: the tensor group */
 } loom_collective_args;
 
 /* (ABI 1.2) One named field of the batch (loom/dataset.h lists the standard names). */
@@ -186,6 +196,12 @@ typedef struct loom_model_vtable {
   /* (ABI 1.4) Optional: cached next-token logits for generation (loom_model_decode_args);
      without it `host generate` recomputes the whole sequence with `logits` each step. */
   loom_status* (*decode)(loom_model* model, const loom_model_decode_args* args);
+  /* (ABI 1.11) Optional: nonzero when this instance handles sequence parallelism
+     (loom_context.sequence_parallel_size > 1): its forward takes one piece of each row and
+     attends across the whole row through the sequence group. NULL, absent or 0: the host
+     refuses [distributed] sequence_parallel > 1 for it, since attention over a piece alone
+     would be silently wrong. */
+  int32_t (*sequence_parallel)(const loom_model* model);
 } loom_model_vtable;
 
 LOOM_ABI_OFFSET(loom_param_view, flags, 3);
@@ -193,6 +209,7 @@ LOOM_ABI_OFFSET(loom_param_view, unit, 4);
 LOOM_ABI_OFFSET(loom_param_view, split_dim, 5);
 LOOM_ABI_OFFSET(loom_collective_args, input, 2);
 LOOM_ABI_OFFSET(loom_collective_args, output, 3);
+LOOM_ABI_OFFSET(loom_collective_args, group, 4);
 LOOM_ABI_OFFSET(loom_unit_boundary_args, input, 3);
 LOOM_ABI_OFFSET(loom_unit_boundary_args, output, 4);
 LOOM_ABI_OFFSET(loom_model_forward_args, loss_sum, 3);
@@ -205,6 +222,7 @@ LOOM_ABI_OFFSET(loom_model_vtable, hugging_face, 9);
 LOOM_ABI_OFFSET(loom_model_logits_args, logits, 4);
 LOOM_ABI_OFFSET(loom_model_hugging_face_args, json, 1);
 LOOM_ABI_OFFSET(loom_model_vtable, decode, 10);
+LOOM_ABI_OFFSET(loom_model_vtable, sequence_parallel, 11);
 LOOM_ABI_OFFSET(loom_model_decode_args, past, 2);
 LOOM_ABI_OFFSET(loom_model_decode_args, logits, 3);
 

@@ -106,6 +106,10 @@ class Model {
     (void)past;
     throw Error("this model keeps no key/value cache");
   }
+  // (ABI 1.11) Whether this instance handles [distributed] sequence_parallel > 1: loss_sum
+  // then gets piece ctx.sequence_parallel_rank of every row and must attend across the whole
+  // row through loom/sequence_parallel.hpp. The host refuses sequence parallelism otherwise.
+  virtual bool sequence_parallel() const { return false; }
 
  protected:
   // Registers a parameter (in a fixed order) and returns a handle sharing its storage. The
@@ -287,6 +291,7 @@ struct ModelGlue {
     return guard([&] { detail::self<Model>(m).set_training(training != 0); });
   }
   static double flops_per_token(const loom_model* m) { return detail::self<Model>(m).flops_per_token(); }
+  static int32_t sequence_parallel(const loom_model* m) { return detail::self<Model>(m).sequence_parallel() ? 1 : 0; }
   static loom_status* logits(loom_model* m, const loom_model_logits_args* in) {
     return guard([&] {
       const loom_model_logits_args args = read_in(in);
@@ -344,7 +349,8 @@ const void* Model::vtable() {
           : nullptr,
       detail::overridden<typename detail::decode_pointer<T>::type, at::Tensor (Model::*)(const at::Tensor&, int64_t)>
           ? &ModelGlue<T>::decode
-          : nullptr};
+          : nullptr,
+      &ModelGlue<T>::sequence_parallel};
   return &vt;
 }
 

@@ -34,8 +34,10 @@ struct Group {
   bool split() const { return size > 1; }
 };
 
-// One collective through the host, no autograd. op: loom_collective_op.
-inline at::Tensor collective(loom_collective_op op, const at::Tensor& x) {
+// One collective through the host, no autograd. op: loom_collective_op; group: which of the
+// model's groups (the sequence group needs a host of ABI 1.11, which any run that has one is).
+inline at::Tensor collective(loom_collective_op op, const at::Tensor& x,
+                             loom_collective_group group = LOOM_COLLECTIVE_GROUP_TENSOR) {
   const loom_host_api& api = host();
   if (!LOOM_STRUCT_HAS(&api, loom_host_api, tensor_parallel_collective) || api.tensor_parallel_collective == nullptr)
     throw Error("this host has no tensor-parallel collectives (it is older than Loom ABI 1.10)");
@@ -44,6 +46,7 @@ inline at::Tensor collective(loom_collective_op op, const at::Tensor& x) {
   loom_collective_args args{};
   args.struct_size = sizeof(args);
   args.op = op;
+  args.group = group;
   args.input = handle(input);
   args.output = handle(out);
   check(api.tensor_parallel_collective(&args));

@@ -1,0 +1,63 @@
+#include "train/mesh_groups.hpp"
+
+#include <string>
+#include <vector>
+
+#include "base/failure.hpp"
+
+namespace loom {
+
+at::Tensor CommunicatorCollectives::all_reduce(const at::Tensor& x, bool max) {
+  at::Tensor out = x.clone();
+  if (max) group_.allreduce_max(out);
+  else group_.allreduce_sum(out);
+  return out;
+}
+
+at::Tensor CommunicatorCollectives::all_gather(const at::Tensor& x) {
+  if (x.dim() == 0) throw runtime_failure("tensor_parallel_collective: all-gather takes a tensor of rank 1 or more");
+  const int64_t rows = x.size(0);
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[0] = rows * group_.world_size();
+  at::Tensor out = at::empty(shape, x.options());
+  out.narrow(0, group_.rank() * rows, rows).copy_(x);
+  group_.allgather_chunks(out);
+  return out;
+}
+
+at::Tensor CommunicatorCollectives::all_to_all(const at::Tensor& x) {
+  if (x.dim() == 0 || x.size(0) % group_.world_size() != 0)
+    throw runtime_failure("tensor_parallel_collective: all-to-all takes a tensor whose dim 0 (" +
+                          std::to_string(x.dim() == 0 ? 0 : x.size(0)) + ") the group's " +
+                          std::to_string(group_.world_size()) + " ranks divide");
+  const at::Tensor in = x.contiguous();
+  at::Tensor out = at::empty_like(in);
+  group_.all_to_all(in, out);
+  return out;
+}
+
+MeshGroups::MeshGroups(Communicator& world, const DeviceMesh& mesh) : mesh_(mesh) {
+  // Every rank creates every group it belongs to in this order; only a group's own ranks meet
+  // under its name (each group has its own store prefix).
+  const std::string place = std::to_string(mesh.data_rank()) + "." + std::to_string(mesh.sequence_rank());
+  if (mesh.tensor > 1) {
+    tensor_ = std::make_unique<Communicator>(world, mesh.tensor_group(), "tensor" + place);
+    tensor_calls_ = std::make_unique<CommunicatorCollectives>(*tensor_);
+    set_group_collectives(LOOM_COLLECTIVE_GROUP_TENSOR, tensor_calls_.get());
+  }
+  if (mesh.sequence > 1) {
+    const std::string key = std::to_string(mesh.data_rank()) + "." + std::to_string(mesh.tensor_rank());
+    sequence_ = std::make_unique<Communicator>(world, mesh.sequence_group(), "sequence" + key);
+    sequence_calls_ = std::make_unique<CommunicatorCollectives>(*sequence_);
+    set_group_collectives(LOOM_COLLECTIVE_GROUP_SEQUENCE, sequence_calls_.get());
+  }
+  if (mesh.replicas() > 1)
+    replica_ = std::make_unique<Communicator>(world, mesh.replica_group(), "replica" + std::to_string(mesh.tensor_rank()));
+}
+
+MeshGroups::~MeshGroups() {
+  set_group_collectives(LOOM_COLLECTIVE_GROUP_TENSOR, nullptr);
+  set_group_collectives(LOOM_COLLECTIVE_GROUP_SEQUENCE, nullptr);
+}
+
+}  // namespace loom

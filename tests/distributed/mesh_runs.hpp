@@ -1,0 +1,126 @@
+// mesh_runs.hpp: what the tensor- and sequence-parallel tests share: a small llama manifest, a
+// run on a layout of real processes (host launch, Gloo), its logged losses and gradient norms,
+// and the closeness checks that compare it with one process.
+#pragma once
+
+#include "torch_doctest.hpp"  // before any torch or doctest header
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_host.hpp"
+
+namespace loom_mesh_test {
+
+namespace fs = std::filesystem;
+
+// Grouped-query attention (4 query heads on 2 key/value heads) with Qwen2's q/k/v biases.
+inline const std::string kLlama =
+    "[model]\nuse = \"llama\"\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nn_embd = 32\nseq_len = 16\nqkv_bias = true\n";
+
+inline std::string manifest(const fs::path& dir, const std::string& model_table, const std::string& optimizer = "adamw",
+                            double lr = 0.01) {
+  const fs::path path = dir / "m.toml";
+  std::ofstream(path) << "[run]\ndir = \"" << dir.string() << "\"\nsteps = 20\nlog_every = 1\nthreads = 1\n"
+                      << model_table << "[data]\nuse = \"synthetic\"\nseq_len = 16\nbatch_size = 4\n"
+                      << "[optimizer]\nuse = \"" << optimizer << "\"\nlr = " << lr << "\n"
+                      << "[[trackers]]\nuse = \"jsonl\"\n[distributed]\ntimeout_s = 30\n";
+  return path.string();
+}
+
+struct Logged {
+  std::vector<double> loss, grad_norm;
+};
+
+inline Logged logged(const fs::path& run) {
+  Logged out;
+  std::istringstream in(loom_test::read_file(run / "metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    const auto record = nlohmann::json::parse(line);
+    out.loss.push_back(record.at("loss"));
+    out.grad_norm.push_back(record.at("grad_norm"));
+  }
+  return out;
+}
+
+// ranks processes: tensor_parallel = tensor, sequence_parallel = sequence, data parallel over
+// the rest.
+struct Layout {
+  int ranks = 1, tensor = 1, sequence = 1;
+};
+
+// The global batch stays 4 rows per step (data.batch_size = batch_rows / data ranks).
+inline void train_steps(const std::string& m, const std::string& name, const Layout& at, const std::string& extra,
+                        int batch_rows = 4) {
+  const int data = at.ranks / (at.tensor * at.sequence);
+  const std::string run = "run " + m + " --set run.name=" + name + " --set distributed.tensor_parallel=" +
+                          std::to_string(at.tensor) + " --set distributed.sequence_parallel=" +
+                          std::to_string(at.sequence) + " --set data.batch_size=" + std::to_string(batch_rows / data) +
+                          extra;
+  const auto r = loom_test::run_host(at.ranks == 1 ? run : "launch --nproc-per-node " + std::to_string(at.ranks) + " -- " + run);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+}
+
+// The 20 steps' records of such a run.
+inline Logged train(const std::string& m, const std::string& name, const Layout& at, const std::string& extra = "") {
+  train_steps(m, name, at, extra);
+  const Logged out = logged(fs::path(m).parent_path() / name);
+  REQUIRE(out.loss.size() == 20);
+  return out;
+}
+
+inline void check_close(const std::vector<double>& expected, const std::vector<double>& actual, double tolerance) {
+  REQUIRE(expected.size() == actual.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(actual[i] - expected[i]) <= tolerance * std::abs(expected[i]));
+  }
+}
+
+// Losses within 1e-5 for all 20 steps; the first step's gradient norm within 1e-5 (the same
+// weights, the same batch); later norms, which AdamW's division by sqrt(v) makes more sensitive
+// to the rounding of sums split across ranks, within 1e-4.
+inline void check_same_run(const Logged& expected, const Logged& actual) {
+  check_close(expected.loss, actual.loss, 1e-5);
+  REQUIRE(actual.grad_norm.size() == expected.grad_norm.size());
+  CHECK(std::abs(actual.grad_norm[0] - expected.grad_norm[0]) <= 1e-5 * expected.grad_norm[0]);
+  check_close(expected.grad_norm, actual.grad_norm, 1e-4);
+}
+
+// A refused launch: exit code 2 (usage), every rank's failure naming `part`.
+inline void check_refused(const std::string& args, const std::string& part) {
+  const auto r = loom_test::run_host(args);
+  CAPTURE(r.err);
+  CHECK(r.code == 2);
+  CHECK(loom_test::contains(r.err, part));
+}
+
+// Each tensor of `actual` within tolerance of `expected`'s norm (plus 1e-7 for tensors that are
+// zero in exact arithmetic, such as the key bias's gradient, to which the loss is blind).
+inline void check_tensors_close(const std::map<std::string, at::Tensor>& expected,
+                                const std::map<std::string, at::Tensor>& actual, double tolerance) {
+  REQUIRE(expected.size() == actual.size());
+  for (const auto& [name, want] : expected) {
+    CAPTURE(name);
+    REQUIRE(actual.count(name));
+    const at::Tensor& got = actual.at(name);
+    REQUIRE(got.sizes() == want.sizes());
+    CHECK((got - want).norm().item<double>() <= tolerance * want.norm().item<double>() + 1e-7);
+  }
+}
+
+inline std::map<std::string, at::Tensor> minus(const std::map<std::string, at::Tensor>& a,
+                                               const std::map<std::string, at::Tensor>& b) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, t] : a) out[name] = t - b.at(name);
+  return out;
+}
+
+}  // namespace loom_mesh_test

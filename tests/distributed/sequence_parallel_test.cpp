@@ -1,0 +1,88 @@
+// Sequence parallelism ([distributed] sequence_parallel, DeepSpeed-Ulysses) with real processes
+// on Gloo: a llama whose rows are cut over 2 and 4 ranks, alone, with tensor parallelism, and
+// with data parallelism in every shard mode, trains to one process's losses and gradient norms;
+// one step changes every weight as one process does; checkpoints resume exactly on their layout
+// and within 1e-5 on any other; what it cannot do is refused in one line.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include "torch_doctest.hpp"  // before any torch or doctest header
+
+#include "dist_helpers.hpp"
+#include "mesh_runs.hpp"
+
+namespace fs = std::filesystem;
+using loom_test::run_host;
+using namespace loom_mesh_test;
+
+TEST_CASE("sequence parallel 2 and 4, with tensor parallel 2 and with data parallel 2 in every shard mode, give one process's run") {
+  const fs::path dir = loom_test::tmp_dir("sp-equivalence");
+  const std::string m = manifest(dir, kLlama);
+  const Logged one = train(m, "w1", {1});
+  check_same_run(one, train(m, "s2", {2, 1, 2}));
+  for (const std::string shard : {"none", "optimizer", "gradients", "parameters"}) {
+    CAPTURE(shard);
+    check_same_run(one, train(m, "s2d2-" + shard, {4, 1, 2}, " --set distributed.shard=" + shard));
+  }
+  // Four ranks to a group, or two of each kind, need four key/value heads.
+  const std::string heads = " --set model.n_kv_head=4";
+  const Logged mha = train(m, "w1-mha", {1}, heads);
+  check_same_run(mha, train(m, "s4", {4, 1, 4}, heads));
+  check_same_run(mha, train(m, "s2t2", {4, 2, 2}, heads));
+}
+
+TEST_CASE("one SGD step with rows cut in two changes every weight as one process does: every gradient within 1e-5") {
+  const fs::path dir = loom_test::tmp_dir("sp-gradients");
+  // With Qwen3's per-head norms, which see each head's whole rows after the exchange.
+  const std::string m = manifest(dir, kLlama + "qk_norm = true\n", "sgd", 1.0);
+  const std::string one_step = " --set run.steps=1 --set checkpoint.every=1";
+  train_steps(m, "start", {1}, one_step + " --set optimizer.lr=0.0");
+  train_steps(m, "g1", {1}, one_step);
+  train_steps(m, "g2", {2, 1, 2}, one_step);
+  const auto start = loom_dist_test::weights(dir / "start" / "checkpoints" / "step-1");
+  // lr 1, no clipping: the change of each weight is minus its gradient.
+  const auto one = minus(start, loom_dist_test::weights(dir / "g1" / "checkpoints" / "step-1"));
+  CHECK(one.at("model/model.layers.0.self_attn.q_proj.weight").norm().item<double>() > 1e-4);  // it did train
+  check_tensors_close(one, minus(start, loom_dist_test::weights(dir / "g2" / "checkpoints" / "step-1")), 1e-5);
+}
+
+TEST_CASE("a sequence-parallel checkpoint resumes bit for bit on its layout and within 1e-5 on any other") {
+  const fs::path dir = loom_test::tmp_dir("sp-checkpoints");
+  const std::string m = manifest(dir, kLlama);
+  const std::string every10 = " --set checkpoint.every=10";
+  const Logged one = train(m, "u1", {1}, every10);
+  const Logged two = train(m, "u2", {2, 1, 2}, every10);
+  const Logged four = train(m, "u4", {4, 1, 2}, every10 + " --set distributed.shard=optimizer");
+  check_same_run(one, two);
+  check_same_run(one, four);
+  const auto exported = run_host("export " + (dir / "u2").string() + " --dtype fp32 --out " + (dir / "u2-hf").string());
+  CHECK_MESSAGE(exported.code == 0, exported.err);
+
+  const auto resumed = [&](const std::string& name, const Layout& at, const std::string& from,
+                           const std::string& extra = "") {
+    train_steps(m, name, at, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string() + extra);
+    const Logged out = logged(dir / name);
+    REQUIRE(out.loss.size() == 10);  // steps 11 to 20
+    return out.loss;
+  };
+  const auto last = [](const Logged& run) { return std::vector<double>(run.loss.begin() + 10, run.loss.end()); };
+  CHECK(resumed("r2-from-2", {2, 1, 2}, "u2") == last(two));  // bit for bit
+  CHECK(resumed("r4-from-4", {4, 1, 2}, "u4", " --set distributed.shard=optimizer") == last(four));
+  check_close(last(one), resumed("r1-from-2", {1}, "u2"), 1e-5);
+  check_close(last(one), resumed("r2-from-1", {2, 1, 2}, "u1"), 1e-5);
+  check_close(last(one), resumed("r2-from-4", {2, 1, 2}, "u4"), 1e-5);
+  check_close(last(one), resumed("r2d2-from-2", {4, 1, 2}, "u2", " --set distributed.shard=parameters"), 1e-5);
+}
+
+TEST_CASE("what sequence parallelism cannot do is refused in one line, with exit code 2") {
+  const fs::path dir = loom_test::tmp_dir("sp-refusals");
+  const std::string m = manifest(dir, kLlama);
+  const std::string launch2 = "launch --nproc-per-node 2 -- run " + m + " --set distributed.sequence_parallel=";
+  check_refused(launch2 + "4", "sequence_parallel = 4 times tensor_parallel = 1 does not divide the 2 ranks");
+  check_refused(launch2 + "2 --set distributed.tensor_parallel=2", "does not divide the 2 ranks");
+  check_refused(launch2 + "2 --set model.n_kv_head=1", "n_kv_head) = 1 is not a multiple of [distributed] sequence_parallel");
+  check_refused(launch2 + "2 --set model.dropout=0.1", "dropout");
+  check_refused(launch2 + "2 --set data.seq_len=15 --set model.seq_len=15", "rows of 15 positions cannot be cut into");
+  check_refused("launch --nproc-per-node 2 -- run " +
+                    manifest(dir, "[model]\nuse = \"gpt\"\nn_layer = 1\nn_head = 2\nn_embd = 16\nseq_len = 16\n") +
+                    " --set distributed.sequence_parallel=2",
+                "model gpt does not take pieces of rows");
+}
