@@ -126,27 +126,33 @@ void CheckpointManager::wait() {
   }
 }
 
-void CheckpointManager::save_part(Snapshot part, Communicator& comm, std::chrono::milliseconds timeout) {
+void CheckpointManager::save_part(Snapshot part, Communicator& comm, std::chrono::milliseconds timeout,
+                                  std::string part_dir) {
   wait();
+  if (part_dir.empty()) part_dir = rank_folder_name(comm.rank());
   last_saved_step_ = part.step;
   if (comm.rank() == 0) fresh_tmp_dir(part.step);
   at::Tensor ready = at::ones({1});
   comm.allreduce_sum(ready);  // every rank writes into the folder rank 0 just made
   const std::string report_key = "loom/checkpoint/" + std::to_string(++parts_saved_) + "/rank-";
   if (!settings_.async) {
-    write_part(part, comm, timeout, report_key);
+    write_part(part, comm, timeout, report_key, part_dir);
     return;
   }
-  write_in_background([this, s = std::move(part), &comm, timeout, report_key] { write_part(s, comm, timeout, report_key); });
+  write_in_background([this, s = std::move(part), &comm, timeout, report_key, part_dir] {
+    write_part(s, comm, timeout, report_key, part_dir);
+  });
 }
 
 void CheckpointManager::write_part(const Snapshot& part, Communicator& comm, std::chrono::milliseconds timeout,
-                                   const std::string& report_key) {
+                                   const std::string& report_key, const std::string& part_dir) {
   const auto started = std::chrono::steady_clock::now();
   const fs::path tmp_dir = dir_ / ("step-" + std::to_string(part.step) + ".tmp");
   const auto write_mine = [&] {
     try {
-      const fs::path mine = tmp_dir / rank_folder_name(comm.rank());
+      const fs::path mine = tmp_dir / part_dir;
+      std::error_code ec;  // several ranks may make the same parent at once
+      fs::create_directories(mine.parent_path(), ec);
       fs::create_directory(mine);
       backend_.save(mine.string(), part.tensors, part.metadata_json);
       test_delay();

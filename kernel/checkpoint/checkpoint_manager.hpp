@@ -50,7 +50,8 @@ class CheckpointManager {
   void save(Snapshot snapshot);
   // Sharded: every rank calls this at the same step with its part (train/run_state.hpp
   // capture_shard_part). Rank 0 gives up after `timeout` without every rank's report.
-  void save_part(Snapshot part, Communicator& comm, std::chrono::milliseconds timeout);
+  // part_dir: where in the checkpoint this rank's part goes; "" for rank-<comm rank>.
+  void save_part(Snapshot part, Communicator& comm, std::chrono::milliseconds timeout, std::string part_dir = "");
   // Waits for the save in flight and rethrows its failure.
   void wait();
   // The step of the latest save started (it may still be in flight).
@@ -59,7 +60,7 @@ class CheckpointManager {
  private:
   void write(const Snapshot& snapshot);  // the whole atomic commit, on either thread
   void write_part(const Snapshot& part, Communicator& comm, std::chrono::milliseconds timeout,
-                  const std::string& report_key);
+                  const std::string& report_key, const std::string& part_dir);
   // Starts work on the writer thread (async saves); a failure waits for wait() to rethrow it.
   void write_in_background(std::function<void()> work);
   std::filesystem::path fresh_tmp_dir(int64_t step);  // removes a crashed save's debris

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/failure.hpp"
+#include "checkpoint/tensor_pieces.hpp"
 
 namespace fs = std::filesystem;
 
@@ -25,10 +26,10 @@ at::ScalarType dtype_named(const std::string& name) {
   throw std::runtime_error("unknown dtype \"" + name + "\"");
 }
 
-// One rank's folder, refused unless it is a real folder inside dir (not a symbolic link that
-// could lead the backend out of the checkpoint).
-fs::path part_folder(const fs::path& dir, int rank) {
-  const fs::path folder = dir / rank_folder_name(rank);
+// A folder inside dir (one rank's part, one tensor rank's parts), refused unless it is a real
+// folder (not a symbolic link that could lead the backend out of the checkpoint).
+fs::path inner_folder(const fs::path& dir, const std::string& name) {
+  const fs::path folder = dir / name;
   std::error_code ec;
   if (fs::is_symlink(folder, ec) || !fs::is_directory(folder, ec))
     throw runtime_failure(folder.string() + ": missing or a symbolic link; every part of a sharded checkpoint "
@@ -49,9 +50,11 @@ bool is_sharded_checkpoint(const fs::path& dir) {
   return fs::is_directory(dir / rank_folder_name(0), ec) || fs::is_symlink(dir / rank_folder_name(0), ec);
 }
 
-LoadedCheckpoint read_checkpoint(CheckpointBackendInstance& backend, const fs::path& dir) {
-  if (!is_sharded_checkpoint(dir)) return backend.load(dir.string());
-  LoadedCheckpoint out = backend.load(part_folder(dir, 0).string());
+namespace {
+
+// The parts of one sharded save (rank-<R> folders in dir), as whole tensors.
+LoadedCheckpoint read_parts(CheckpointBackendInstance& backend, const fs::path& dir) {
+  LoadedCheckpoint out = backend.load(inner_folder(dir, rank_folder_name(0)).string());
   const std::string origin = dir.string();
   try {
     const nlohmann::json layout = nlohmann::json::parse(out.metadata_json).at("shard");
@@ -76,7 +79,7 @@ LoadedCheckpoint read_checkpoint(CheckpointBackendInstance& backend, const fs::p
     std::map<std::string, std::vector<at::Tensor>> state_slices;
     std::vector<int64_t> next_start(groups.size(), 0);
     for (int rank = 0; rank < world; ++rank) {
-      const fs::path folder = part_folder(dir, rank);
+      const fs::path folder = inner_folder(dir, rank_folder_name(rank));
       LoadedCheckpoint& part = rank == 0 ? out : parts[static_cast<size_t>(rank)];
       if (rank != 0) part = backend.load(folder.string());
       const nlohmann::json info = nlohmann::json::parse(part.metadata_json).at("part");
@@ -136,6 +139,55 @@ LoadedCheckpoint read_checkpoint(CheckpointBackendInstance& backend, const fs::p
                           "; it was damaged or written by another Loom. Resume from an earlier checkpoint");
   }
   return out;
+}
+
+// The T sets of parts of a tensor-parallel run, each its tensor rank's pieces, joined.
+LoadedCheckpoint read_tensor_parallel(CheckpointBackendInstance& backend, const fs::path& dir) {
+  std::vector<LoadedCheckpoint> sets{read_parts(backend, inner_folder(dir, tensor_folder_name(0)))};
+  LoadedCheckpoint out = sets.front();
+  try {
+    nlohmann::json metadata = nlohmann::json::parse(out.metadata_json);
+    const nlohmann::json& tp = metadata.at("tensor_parallel");
+    const int size = tp.at("size").get<int>();
+    if (size < 1 || size > 65536) throw std::runtime_error("tensor_parallel size " + std::to_string(size));
+    std::error_code ec;
+    if (fs::exists(dir / tensor_folder_name(size), ec) || fs::is_symlink(dir / tensor_folder_name(size), ec))
+      throw std::runtime_error("it holds more than the " + std::to_string(size) + " tensor folders its metadata names");
+    for (int t = 1; t < size; ++t) {
+      sets.push_back(read_parts(backend, inner_folder(dir, tensor_folder_name(t))));
+      const nlohmann::json mine = nlohmann::json::parse(sets.back().metadata_json).at("tensor_parallel");
+      if (mine.at("rank").get<int>() != t || mine.at("size").get<int>() != size)
+        throw std::runtime_error(tensor_folder_name(t) + " holds another tensor rank's parts");
+    }
+    std::vector<TensorsByName> tensors;
+    for (LoadedCheckpoint& set : sets) tensors.push_back(std::move(set.tensors));
+    out.tensors = join_tensor_sets(tensors, metadata);
+    metadata.erase("shard");  // the joined tensors follow no rank's layout
+    metadata.erase("tensor_parallel");
+    out.metadata_json = metadata.dump();
+  } catch (const Failure&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw runtime_failure(dir.string() + ": unreadable tensor-parallel checkpoint: " + e.what() +
+                          "; it was damaged or written by another Loom. Resume from an earlier checkpoint");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string tensor_folder_name(int tensor_rank) {
+  char name[32];
+  std::snprintf(name, sizeof name, "tensor-%05d", tensor_rank);
+  return name;
+}
+
+LoadedCheckpoint read_checkpoint(CheckpointBackendInstance& backend, const fs::path& dir) {
+  std::error_code ec;
+  if (fs::is_directory(dir / tensor_folder_name(0), ec) || fs::is_symlink(dir / tensor_folder_name(0), ec))
+    return read_tensor_parallel(backend, dir);
+  if (!is_sharded_checkpoint(dir)) return backend.load(dir.string());
+  return read_parts(backend, dir);
 }
 
 }  // namespace loom

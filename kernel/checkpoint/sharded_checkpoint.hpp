@@ -10,6 +10,11 @@
 // "numel", "segments": [[name, offset, numel, [shape...]], ...]}], "elementwise": {state name:
 // group}}. Every rank's metadata, key "part": {"rank", "slices": [[start, length] per group]}.
 // Tensors in a part: shard/params.<group> and shard/optimizer/<state> (elementwise state).
+//
+// A tensor-parallel run ([distributed] tensor_parallel = T) with a shard mode writes one such
+// set per tensor rank, tensor-<t>/rank-<R>/, each over its own pieces; every part's metadata
+// also has "tensor_parallel": {"size", "rank", "split": {parameter: dimension}}. Reading joins
+// the T sets into whole tensors (tensor_pieces.hpp), so such a checkpoint reads like any other.
 #pragma once
 
 #include <filesystem>
@@ -24,6 +29,9 @@ inline constexpr const char* kShardOptimizerPrefix = "shard/optimizer/";
 
 // "rank-00003": the folder of one rank's part.
 std::string rank_folder_name(int rank);
+
+// "tensor-00001": the folder of one tensor rank's parts.
+std::string tensor_folder_name(int tensor_rank);
 
 // Whether dir holds a sharded checkpoint (a rank-00000 folder).
 bool is_sharded_checkpoint(const std::filesystem::path& dir);

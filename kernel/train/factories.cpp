@@ -37,10 +37,6 @@ void check_run_plan(const RunPlan& plan, const DistEnv& env) {
                    static_cast<int>(plan.distributed.sequence_parallel));  // their product divides the world
   if (const int64_t tensor = plan.distributed.tensor_parallel; tensor > 1) {
     const std::string what = "[distributed] tensor_parallel = " + std::to_string(tensor) + ": ";
-    if (plan.checkpoint.enabled && plan.distributed.shard != "none")
-      throw usage_failure(what + "checkpoints of a tensor-parallel run with shard = \"" + plan.distributed.shard +
-                          "\" are not built yet (they are gathered whole from unsharded pieces); use shard = \"none\" "
-                          "or remove [checkpoint]");
     if (plan.hf_export.enabled)
       throw usage_failure(what + "[export] of a tensor-parallel run is not built yet (no rank holds the whole model); "
                           "remove [export] or use tensor_parallel = 1");

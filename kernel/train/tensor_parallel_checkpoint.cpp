@@ -1,6 +1,7 @@
 #include "train/tensor_parallel_checkpoint.hpp"
 
 #include "base/failure.hpp"
+#include "checkpoint/tensor_pieces.hpp"
 
 namespace loom {
 namespace {
@@ -47,14 +48,14 @@ void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group) 
     }
     const auto group = states.find(name);
     if (group == states.end()) continue;
-    std::vector<at::Tensor> whole;  // segment by segment, in the flat order
-    for (const auto& seg : tables.at(group->second)) {
-      const at::Tensor piece = t.narrow(0, seg.offset, seg.numel).view(seg.shape);
-      const auto it = split.find(seg.name);
-      whole.push_back(it == split.end() ? piece.reshape({-1}) : gather_along(piece, it->second, tensor_group).reshape({-1}));
-    }
-    t = at::cat(whole);
+    std::vector<SegmentShape> segments;
+    for (const auto& seg : tables.at(group->second)) segments.push_back({seg.name, seg.offset, seg.numel, seg.shape});
+    t = join_flat_pieces(gather_along(t.unsqueeze(0), 0, tensor_group).unbind(0), segments, split);
   }
+}
+
+nlohmann::json tensor_parallel_part(Pipeline& p, int tensor_rank, int tensor_size) {
+  return {{"size", tensor_size}, {"rank", tensor_rank}, {"split", split_dims(p)}};
 }
 
 LoadedCheckpoint cut_into_pieces(const LoadedCheckpoint& whole, Pipeline& p, int tensor_rank, int tensor_size,

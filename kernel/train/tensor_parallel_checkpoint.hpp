@@ -1,7 +1,9 @@
-// tensor_parallel_checkpoint.hpp: checkpoints of a tensor-parallel run hold whole tensors, as a
-// run of one process would write them: the pieces of every split weight, and of the optimizer
-// state that follows them element for element, are gathered over the tensor group before the
-// save and cut out again at resume. So such a checkpoint resumes on any layout (any
+// tensor_parallel_checkpoint.hpp: checkpoints of a tensor-parallel run read as whole tensors, as a
+// run of one process would write them. Unsharded, the pieces of every split weight, and of the
+// optimizer state that follows them element for element, are gathered over the tensor group
+// before the save; with a shard mode each tensor rank's replicas write their parts and the
+// reader joins them (checkpoint/sharded_checkpoint.hpp). Either way they are cut out again at
+// resume. So such a checkpoint resumes on any layout (any
 // tensor_parallel, any world size), and `host export`, `checkpoint inspect` and `init_from`
 // read it like any other.
 //
@@ -9,6 +11,8 @@
 // reverse registration order, train/flat_params.hpp); only the sizes of the split segments
 // differ, by a factor T. That is what lets a piece's optimizer state be found in the whole.
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <map>
 #include <string>
@@ -23,6 +27,11 @@ namespace loom {
 // Every rank of the tensor group calls it, on snapshots captured alike: model/<name> of split
 // parameters and elementwise optimizer/<state> become whole (the group's pieces in rank order).
 void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group);
+
+// What each part of a sharded save of a tensor-parallel run says of the split, under the
+// metadata key "tensor_parallel" (checkpoint/sharded_checkpoint.hpp): {"size", "rank",
+// "split": {parameter: dimension}}.
+nlohmann::json tensor_parallel_part(Pipeline& p, int tensor_rank, int tensor_size);
 
 // The checkpoint as this rank's pieces: the inverse of gather_whole_tensors (no collective).
 // Throws a runtime Failure naming a tensor whose whole size does not fit this run.

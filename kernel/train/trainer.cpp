@@ -9,6 +9,7 @@
 
 #include "base/failure.hpp"
 #include "base/signals.hpp"
+#include "checkpoint/sharded_checkpoint.hpp"
 #include "train/cuda_probe.hpp"
 #include "train/device.hpp"
 #include "train/trainer_loop.hpp"
@@ -336,10 +337,17 @@ void Trainer::save() {
       per_data_rank.push_back(data_states[r]);
     data_states = std::move(per_data_rank);
   }
-  if (comm_ && p_->flat.sharded())
-    checkpoints_->save_part(capture_shard_part(*p_, progress_, data_states, plan_.resolved_manifest), *comm_,
-                            std::chrono::milliseconds(static_cast<int64_t>(1e3 * plan_.distributed.timeout_s)));
-  else if (rank() == 0) {  // under tensor parallelism, data rank 0's whole tensor group puts its pieces together
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(1e3 * plan_.distributed.timeout_s));
+  if (comm_ && p_->flat.sharded() && tensor_parallel_) {  // each tensor rank's replicas write a set of parts
+    Snapshot part = capture_shard_part(*p_, progress_, data_states, plan_.resolved_manifest);
+    nlohmann::json metadata = nlohmann::json::parse(part.metadata_json);
+    metadata["tensor_parallel"] = tensor_parallel_part(*p_, mesh_.tensor_rank(), mesh_.tensor);
+    part.metadata_json = metadata.dump();
+    checkpoints_->save_part(std::move(part), *world(), timeout,
+                            tensor_folder_name(mesh_.tensor_rank()) + "/" + rank_folder_name(rank()));
+  } else if (comm_ && p_->flat.sharded()) {
+    checkpoints_->save_part(capture_shard_part(*p_, progress_, data_states, plan_.resolved_manifest), *comm_, timeout);
+  } else if (rank() == 0) {  // under tensor parallelism, data rank 0's whole tensor group puts its pieces together
     Snapshot snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
     if (tensor_parallel_) gather_whole_tensors(snapshot, *p_, tensor_parallel_->group());
     if (!tensor_parallel_ || tensor_parallel_->mesh().tensor_rank() == 0) checkpoints_->save(std::move(snapshot));

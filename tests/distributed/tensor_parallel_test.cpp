@@ -61,8 +61,6 @@ TEST_CASE("what tensor parallelism cannot do yet is refused in one line, with ex
   const std::string m = manifest(dir, kLlama);
   const std::string launch2 = "launch --nproc-per-node 2 -- run " + m + " --set distributed.tensor_parallel=";
   check_refused(launch2 + "4", "tensor_parallel = 4 does not divide the 2 ranks");
-  check_refused(launch2 + "2 --set checkpoint.every=5 --set distributed.shard=optimizer",
-                "checkpoints of a tensor-parallel run with shard = \"optimizer\" are not built yet");
   check_refused(launch2 + "2 --set model.n_kv_head=1", "n_kv_head) = 1 is not a multiple of");
   check_refused(launch2 + "2 --set model.dropout=0.1", "dropout");
   check_refused("launch --nproc-per-node 2 -- run " + manifest(dir, "[model]\nuse = \"gpt\"\nn_layer = 1\nn_head = 2\nn_embd = 16\nseq_len = 16\n") +
@@ -92,18 +90,56 @@ TEST_CASE("a tensor-parallel checkpoint holds whole tensors: exact resume on its
   const auto exported = run_host("export " + (dir / "u2").string() + " --dtype fp32 --out " + (dir / "u2-hf").string());
   CHECK_MESSAGE(exported.code == 0, exported.err);
 
-  const auto resumed = [&](const std::string& name, int ranks, int tensor, const std::string& from) {
-    train_steps(m, name, {ranks, tensor}, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string());
+  const auto resumed = [&](const std::string& name, const Layout& at, const std::string& from) {
+    train_steps(m, name, at, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string());
     const Logged out = logged(dir / name);
     REQUIRE(out.loss.size() == 10);  // steps 11 to 20
     return out.loss;
   };
   const std::vector<double> last_one(one.loss.begin() + 10, one.loss.end());
   const std::vector<double> last_two(two.loss.begin() + 10, two.loss.end());
-  CHECK(resumed("r2-from-2", 2, 2, "u2") == last_two);  // bit for bit
-  check_close(last_one, resumed("r1-from-2", 1, 1, "u2"), 1e-5);
-  check_close(last_one, resumed("r2-from-1", 2, 2, "u1"), 1e-5);
-  check_close(last_one, resumed("r2d2-from-2", 4, 2, "u2"), 1e-5);
+  CHECK(resumed("r2-from-2", {2, 2}, "u2") == last_two);  // bit for bit
+  check_close(last_one, resumed("r1-from-2", {1, 1}, "u2"), 1e-5);
+  check_close(last_one, resumed("r2-from-1", {2, 2}, "u1"), 1e-5);
+  check_close(last_one, resumed("r2d2-from-2", {4, 2}, "u2"), 1e-5);
+}
+
+TEST_CASE("with a shard mode each tensor rank's replicas write their parts; read whole, resumed on any layout") {
+  const fs::path dir = loom_test::tmp_dir("tp-sharded-checkpoints");
+  const std::string m = manifest(dir, kLlama);
+  const std::string every10 = " --set checkpoint.every=10";
+  const Logged one = train(m, "u1", {1, 1}, every10);
+  const std::string optimizer = " --set distributed.shard=optimizer";
+  const Logged sharded = train(m, "u4", {4, 2}, every10 + optimizer);
+  check_same_run(one, sharded);
+  // tensor-<t>/rank-<r>: two sets of two parts, read as whole tensors.
+  const fs::path saved = dir / "u4" / "checkpoints" / "step-20";
+  for (const char* part : {"tensor-00000/rank-00000", "tensor-00000/rank-00001", "tensor-00001/rank-00000",
+                           "tensor-00001/rank-00001"})
+    CHECK(fs::is_directory(saved / part));
+  const auto whole = loom_dist_test::weights(saved);
+  const auto from_one = loom_dist_test::weights(dir / "u1" / "checkpoints" / "step-20");
+  REQUIRE(whole.size() == from_one.size());
+  for (const auto& [name, t] : from_one) {
+    CAPTURE(name);
+    REQUIRE(whole.count(name));
+    CHECK(whole.at(name).sizes() == t.sizes());
+    CHECK((whole.at(name) - t).abs().max().item<double>() <= 1e-3 * (t.abs().max().item<double>() + 1e-3));
+  }
+  const auto exported = run_host("export " + (dir / "u4").string() + " --dtype fp32 --out " + (dir / "u4-hf").string());
+  CHECK_MESSAGE(exported.code == 0, exported.err);
+
+  const auto resumed = [&](const std::string& name, const Layout& at, const std::string& from, const std::string& extra) {
+    train_steps(m, name, at, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string() + extra);
+    const Logged out = logged(dir / name);
+    REQUIRE(out.loss.size() == 10);
+    return out.loss;
+  };
+  const std::vector<double> last_one(one.loss.begin() + 10, one.loss.end());
+  CHECK(resumed("r4-from-4", {4, 2}, "u4", optimizer) == std::vector<double>(sharded.loss.begin() + 10, sharded.loss.end()));
+  check_close(last_one, resumed("r1-from-4", {1, 1}, "u4", ""), 1e-5);
+  check_close(last_one, resumed("r2-from-4", {2, 2}, "u4", ""), 1e-5);
+  check_close(last_one, resumed("r4p-from-1", {4, 2}, "u1", " --set distributed.shard=parameters"), 1e-5);
 }
 
 TEST_CASE("one SGD step on 2 ranks changes every weight as one process does: every gradient within 1e-5") {

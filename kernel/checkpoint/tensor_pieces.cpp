@@ -1,0 +1,105 @@
+#include "checkpoint/tensor_pieces.hpp"
+
+#include <stdexcept>
+
+namespace loom {
+namespace {
+
+// The pieces of one parameter side by side along dim, once every piece is known to fit.
+at::Tensor join_along(const std::vector<at::Tensor>& pieces, int64_t dim, const std::string& name) {
+  const at::Tensor& first = pieces.front();
+  if (dim < 0 || dim >= first.dim())
+    throw std::runtime_error("\"" + name + "\" is split along dimension " + std::to_string(dim) +
+                             ", which its shape does not have");
+  for (const at::Tensor& piece : pieces) {
+    if (piece.dim() != first.dim() || piece.scalar_type() != first.scalar_type())
+      throw std::runtime_error("the pieces of \"" + name + "\" differ in rank or dtype");
+    for (int64_t d = 0; d < first.dim(); ++d)
+      if (d != dim && piece.size(d) != first.size(d))
+        throw std::runtime_error("the pieces of \"" + name + "\" differ in dimension " + std::to_string(d));
+  }
+  return at::cat(pieces, dim);
+}
+
+}  // namespace
+
+at::Tensor join_flat_pieces(const std::vector<at::Tensor>& flats, const std::vector<SegmentShape>& segments,
+                            const std::map<std::string, int64_t>& split) {
+  if (flats.empty()) throw std::runtime_error("no pieces to join");
+  for (const at::Tensor& flat : flats)
+    if (flat.dim() != 1 || flat.scalar_type() != flats.front().scalar_type())
+      throw std::runtime_error("the flat buffers to join are not 1-D of one dtype");
+  std::vector<at::Tensor> whole;
+  for (const SegmentShape& seg : segments) {
+    int64_t shape_numel = 1;
+    for (const int64_t d : seg.shape) {
+      if (d < 0 || (d > 0 && shape_numel > INT64_MAX / d)) throw std::runtime_error("the shape of \"" + seg.name + "\"");
+      shape_numel *= d;
+    }
+    if (seg.numel != shape_numel) throw std::runtime_error("\"" + seg.name + "\": its shape is not its size");
+    for (const at::Tensor& flat : flats)
+      if (seg.offset < 0 || seg.offset > flat.numel() - seg.numel)
+        throw std::runtime_error("segment \"" + seg.name + "\" lies outside a flat buffer of " +
+                                 std::to_string(flat.numel()) + " elements");
+    const auto it = split.find(seg.name);
+    if (it == split.end()) {
+      whole.push_back(flats.front().narrow(0, seg.offset, seg.numel));
+      continue;
+    }
+    std::vector<at::Tensor> pieces;
+    for (const at::Tensor& flat : flats) pieces.push_back(flat.narrow(0, seg.offset, seg.numel).view(seg.shape));
+    whole.push_back(join_along(pieces, it->second, seg.name).reshape({-1}));
+  }
+  if (whole.empty()) return flats.front().new_empty({0});
+  return at::cat(whole);
+}
+
+namespace {
+
+TensorsByName join_sets(const std::vector<TensorsByName>& sets, const nlohmann::json& metadata) {
+  if (sets.empty()) throw std::runtime_error("no tensor rank's parts");
+  std::map<std::string, int64_t> split;
+  for (const auto& [name, dim] : metadata.at("tensor_parallel").at("split").items()) split[name] = dim.get<int64_t>();
+  const nlohmann::json& layout = metadata.at("shard");
+  std::map<std::string, std::vector<SegmentShape>> elementwise;  // "optimizer/<state>" -> its group's segments
+  const nlohmann::json& groups = layout.at("groups");
+  for (const auto& [state, group] : layout.at("elementwise").items()) {
+    const size_t g = group.get<size_t>();
+    if (g >= groups.size()) throw std::runtime_error("state \"" + state + "\" follows group " + group.dump());
+    std::vector<SegmentShape>& segments = elementwise["optimizer/" + state];
+    for (const auto& seg : groups.at(g).at("segments"))
+      segments.push_back({seg.at(0).get<std::string>(), seg.at(1).get<int64_t>(), seg.at(2).get<int64_t>(),
+                          seg.at(3).get<std::vector<int64_t>>()});
+  }
+  const auto pieces_of = [&](const std::string& name) {
+    std::vector<at::Tensor> pieces;
+    for (const TensorsByName& set : sets) {
+      const auto it = set.find(name);
+      if (it == set.end()) throw std::runtime_error("a tensor rank's parts have no " + name);
+      pieces.push_back(it->second);
+    }
+    return pieces;
+  };
+  TensorsByName out = sets.front();
+  for (auto& [name, t] : out) {
+    if (name.rfind("model/", 0) == 0) {
+      if (const auto it = split.find(name.substr(6)); it != split.end()) t = join_along(pieces_of(name), it->second, name);
+      continue;
+    }
+    if (const auto it = elementwise.find(name); it != elementwise.end())
+      t = join_flat_pieces(pieces_of(name), it->second, split);
+  }
+  return out;
+}
+
+}  // namespace
+
+TensorsByName join_tensor_sets(const std::vector<TensorsByName>& sets, const nlohmann::json& metadata) {
+  try {
+    return join_sets(sets, metadata);
+  } catch (const nlohmann::json::exception& e) {  // a field missing or of another type
+    throw std::runtime_error(std::string("its metadata does not describe a tensor-parallel save: ") + e.what());
+  }
+}
+
+}  // namespace loom
