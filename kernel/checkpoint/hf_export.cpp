@@ -135,7 +135,8 @@ std::vector<std::pair<std::string, at::Tensor>> hf_weights(ModelInstance& model,
                             "base weights, or write them alone with --format peft");
       continue;
     }
-    at::Tensor t = p.tensor->detach();
+    const bool replaced = options.whole != nullptr && options.whole->count(p.name) > 0;
+    at::Tensor t = replaced ? options.whole->at(p.name) : p.tensor->detach();
     const std::string module = ends_with(p.name, ".weight") ? p.name.substr(0, p.name.size() - 7) : "";
     const auto a = by_name.find(module + ".lora_A.weight"), b = by_name.find(module + ".lora_B.weight");
     if (!module.empty() && a != by_name.end() && b != by_name.end()) {

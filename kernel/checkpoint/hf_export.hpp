@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <functional>
 #include <string>
 #include <utility>
@@ -27,6 +28,9 @@ struct HfExportOptions {
   // weight plus adapter_scale * B A (its transpose for LOOM_PARAM_FLAG_IN_OUT weights).
   bool merge_adapters = false;
   double adapter_scale = 0;  // [lora] alpha / rank
+  // Parameters written instead of the model's own, by name: under tensor parallelism the split
+  // ones gathered whole (train/tensor_parallel_checkpoint.hpp). Null or absent: the model's.
+  const std::map<std::string, at::Tensor>* whole = nullptr;
 };
 
 // A JSON file as transformers writes its configs: indented by 2, a newline at the end.

@@ -238,8 +238,9 @@ const HostTable<DistributedSettings>& distributed_table() {
               "Ranks per tensor-parallel group (Megatron-LM's layout): each holds 1/T of every attention head "
               "set, MLP width and vocabulary of the model and sees the same batches; the world size must be a "
               "multiple of it, and data parallelism (with shard) runs over the rest. Models: llama and "
-              "hf_causal_lm (Llama family). Checkpoints resume on any layout (with a shard mode each tensor rank's replicas write their parts; read whole). Not yet "
-              "with [export], [lora] on split layers or dropout. README \"Tensor parallelism\".",
+              "hf_causal_lm (Llama family). Checkpoints, sharded or not, and [export] hold whole tensors and "
+              "resume on any layout. Not yet with [lora] on split layers or dropout. README \"Tensor "
+              "parallelism\".",
               {at_least<int64_t>(1)}),
        option("sequence_parallel", &S::sequence_parallel,
               "Ranks per sequence-parallel group (DeepSpeed-Ulysses): each takes 1/S of every row's positions and "

@@ -35,12 +35,6 @@ void check_run_plan(const RunPlan& plan, const DistEnv& env) {
   const at::Device device = resolve_device(plan.run.device, env.local_rank, plan.run.device_at);
   make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel),
                    static_cast<int>(plan.distributed.sequence_parallel));  // their product divides the world
-  if (const int64_t tensor = plan.distributed.tensor_parallel; tensor > 1) {
-    const std::string what = "[distributed] tensor_parallel = " + std::to_string(tensor) + ": ";
-    if (plan.hf_export.enabled)
-      throw usage_failure(what + "[export] of a tensor-parallel run is not built yet (no rank holds the whole model); "
-                          "remove [export] or use tensor_parallel = 1");
-  }
   if (env.world_size <= 1 || !uses_nccl(plan.distributed, device)) return;
   if (!Communicator::nccl_available())
     throw usage_failure("[distributed] backend nccl: this host was built without NCCL (no CUDA toolkit with NCCL "

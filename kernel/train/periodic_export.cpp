@@ -25,20 +25,14 @@ PeriodicExport::PeriodicExport(const ExportSettings& settings, const fs::path& r
                         "use llama, gpt or hf_causal_lm");
 }
 
-void PeriodicExport::after_step(int64_t step) {
-  if (settings_.every > 0 && step % settings_.every == 0) write(step);
-}
-
-void PeriodicExport::at_end(int64_t step) {
-  if (settings_.at_end && last_step_ != step) write(step);
-}
-
-void PeriodicExport::write(int64_t step) {
+void PeriodicExport::write(int64_t step, const std::map<std::string, at::Tensor>& whole) {
   const fs::path out = dir_ / ("step-" + std::to_string(step));
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (fs::exists(out, ec)) fs::remove_all(out, ec);  // a resumed run writes the same step again
-  const HfExportResult r = export_hf_folder(model_, out, options_);
+  HfExportOptions options = options_;
+  if (!whole.empty()) options.whole = &whole;
+  const HfExportResult r = export_hf_folder(model_, out, options);
   last_step_ = step;
   spdlog::info("exported {} ({} tensors, {:.1f} MB)", out.string(), r.tensors, double(r.bytes) / 1e6);
   if (settings_.keep <= 0) return;

@@ -54,6 +54,13 @@ void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group) 
   }
 }
 
+std::map<std::string, at::Tensor> gather_split_params(Pipeline& p, Communicator& tensor_group) {
+  std::map<std::string, at::Tensor> out;
+  for (const ModelParam& param : p.model.params())
+    if (param.split_dim >= 0) out[param.name] = gather_along(param.tensor->detach(), param.split_dim, tensor_group);
+  return out;
+}
+
 nlohmann::json tensor_parallel_part(Pipeline& p, int tensor_rank, int tensor_size) {
   return {{"size", tensor_size}, {"rank", tensor_rank}, {"split", split_dims(p)}};
 }

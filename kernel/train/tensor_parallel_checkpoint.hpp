@@ -33,6 +33,9 @@ void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group);
 // "split": {parameter: dimension}}.
 nlohmann::json tensor_parallel_part(Pipeline& p, int tensor_rank, int tensor_size);
 
+// Every split parameter whole, by name; every rank of the tensor group calls it.
+std::map<std::string, at::Tensor> gather_split_params(Pipeline& p, Communicator& tensor_group);
+
 // The checkpoint as this rank's pieces: the inverse of gather_whole_tensors (no collective).
 // Throws a runtime Failure naming a tensor whose whole size does not fit this run.
 LoadedCheckpoint cut_into_pieces(const LoadedCheckpoint& whole, Pipeline& p, int tensor_rank, int tensor_size,

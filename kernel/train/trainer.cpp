@@ -70,7 +70,8 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   }
   evaluator_ = build_evaluator(plan, *p_, device_, comm_.get());
   checkpoints_ = build_checkpoints(plan, *p_, run_dir);
-  if (plan.hf_export.enabled && env.rank == 0)
+  // World rank 0 writes; under tensor parallelism the rest of its tensor group gathers with it.
+  if (plan.hf_export.enabled && (env.rank == 0 || (tensor_parallel_ && rank() == 0)))
     exporter_ = std::make_unique<PeriodicExport>(plan.hf_export, run_dir, p_->model, plan.lora);
   spdlog::info("model {}: {}; data {}; optimizer {}; schedule {}", p_->model.component().name,
                p_->frozen.frozen > 0 ? p_->frozen.describe()
@@ -124,7 +125,7 @@ TrainSummary Trainer::run() {
     if (settings_.epochs > 0 && !stop) finish_last_epoch(prefetch);
     if (checkpoints_ && plan_.checkpoint.at_end && last_saved_step_ != progress_.step) save();
     if (checkpoints_) checkpoints_->wait();
-    if (exporter_) exporter_->at_end(progress_.step);
+    if (exporter_ && exporter_->due_at_end(progress_.step)) export_now();
     read_step_values();  // a stream that ended mid-window
     fire(LOOM_EVENT_TRAIN_END);
     check_not_diverged();
@@ -210,7 +211,7 @@ bool Trainer::end_of_step(loom_control requests, Prefetcher& prefetch) {
   else if (!eval_metrics_.empty()) log_to_trackers(eval_metrics_);
   eval_metrics_.clear();
   if (checkpoints_ && (checkpoints_->due(step) || requests.request_save || signalled || epoch_save)) save();
-  if (exporter_) exporter_->after_step(step);
+  if (exporter_ && exporter_->due(step)) export_now();
   if (signalled)
     spdlog::info("stopping after step {} on signal {}{}", step, SignalWatch::requested(),
                  checkpoints_ ? "" : "; nothing saved: the manifest has no [checkpoint] table");
@@ -354,6 +355,13 @@ void Trainer::save() {
   }
   last_saved_step_ = progress_.step;
   fire(LOOM_EVENT_SAVE);
+}
+
+void Trainer::export_now() {
+  if (!tensor_parallel_) return exporter_->write(progress_.step);
+  const auto whole = gather_split_params(*p_, tensor_parallel_->group());
+  if (mesh_.rank == 0) exporter_->write(progress_.step, whole);
+  else exporter_->gathered(progress_.step);
 }
 
 void Trainer::agree(loom_control& requests, bool& signalled, bool& epoch_save, bool& data_ends) {

@@ -110,6 +110,10 @@ class Trainer {
   // every rank writes its own part.
   void save();
 
+  // [export] now: world rank 0 writes RUN/hf/step-N, after its tensor group gathered the split
+  // weights (every rank with an exporter calls it at the same steps).
+  void export_now();
+
   // Ranks act on the union of their requests and signals, so none is left waiting alone.
   void agree(loom_control& requests, bool& signalled, bool& epoch_save, bool& data_ends);
 

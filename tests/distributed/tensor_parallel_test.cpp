@@ -56,6 +56,19 @@ TEST_CASE("a checkpoint and a Hugging Face folder load into each rank's pieces")
   CHECK(whole.loss.front() < fresh);
 }
 
+TEST_CASE("[export] of a tensor-parallel run writes the folder its own checkpoint exports, every weight whole") {
+  const fs::path dir = loom_test::tmp_dir("tp-export");
+  const std::string m = manifest(dir, kLlama);
+  std::ofstream(m, std::ios::app) << "[export]\nevery = 10\ndtype = \"fp32\"\n[checkpoint]\nevery = 20\n";
+  train(m, "x2", {4, 2}, " --set distributed.shard=optimizer");
+  const auto exported = run_host("export " + (dir / "x2").string() + " --dtype fp32 --out " + (dir / "from-checkpoint").string());
+  REQUIRE_MESSAGE(exported.code == 0, exported.err);
+  const std::string during = loom_test::read_file(dir / "x2" / "hf" / "step-20" / "model.safetensors");
+  CHECK(during.size() > 100000);  // 41,248 fp32 parameters
+  CHECK(during == loom_test::read_file(dir / "from-checkpoint" / "model.safetensors"));  // bit for bit
+  CHECK(fs::exists(dir / "x2" / "hf" / "step-10" / "config.json"));
+}
+
 TEST_CASE("what tensor parallelism cannot do yet is refused in one line, with exit code 2") {
   const fs::path dir = loom_test::tmp_dir("tp-refusals");
   const std::string m = manifest(dir, kLlama);

@@ -28,6 +28,15 @@ inline at::Tensor causal_mask(int64_t block_size, const at::Device& device) {
   return at::zeros({block_size, block_size}).masked_fill(above, -INFINITY).to(device);         // (T, T)
 }
 
+// The causal bias of queries at positions first .. first + T - 1 against keys 0 .. S - 1: 0 where
+// the key is not after the query, -inf where it is. (T, S) float32, made for the call.
+inline at::Tensor causal_rows(int64_t first, int64_t T, int64_t S, const at::Device& device) {
+  const auto positions = at::TensorOptions().dtype(at::kLong).device(device);
+  const at::Tensor query_at = at::arange(first, first + T, positions).unsqueeze(1);  // (T, 1)
+  const at::Tensor key_at = at::arange(S, positions).unsqueeze(0);                   // (1, S)
+  return at::zeros({T, S}, at::TensorOptions().device(device)).masked_fill(key_at > query_at, -INFINITY);
+}
+
 // softmax(q k^T / sqrt(D) + mask) v, with dropout on the attention weights, through LibTorch's
 // scaled_dot_product_attention: flash attention on CUDA and on the CPU where it applies (the
 // (T, S) scores never exist whole), memory-efficient attention for masked rows on CUDA, the
@@ -37,7 +46,9 @@ inline at::Tensor causal_mask(int64_t block_size, const at::Device& device) {
 // H is a multiple of K (grouped-query attention: query head h reads key/value head h / (H / K),
 // as Hugging Face's repeat_kv); enable_gqa reads the shared heads in place, never repeated.
 // mask: the shared (T_max, T_max) causal bias, whose rows S-T..S-1 and columns 0..S-1 apply,
-// or (B, T, S), one per row (packed documents, packing.hpp). window > 0: a sliding window
+// undefined for the same made only where a call needs it (llama, whose rows may be long enough
+// that a whole (T_max, T_max) bias would outweigh the model), or (B, T, S), one per row (packed
+// documents, packing.hpp). window > 0: a sliding window
 // (Mistral, Qwen2): the query at position t sees keys t - window + 1 .. t only, as transformers'
 // sliding_window_overlay (kv_idx > q_idx - window); 0 sees every key before it. Returns (B, H, T, D).
 inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -46,12 +57,14 @@ inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, con
   const double p = training ? dropout_p : 0.0;
   const bool gqa = K != H;
   const bool windowed = window > 0 && window < S;  // a window of S or more hides nothing
-  if (mask.dim() == 2 && S == T && !windowed)  // the plain causal layout: no mask tensor, the kernels know it
+  const bool shared = !mask.defined() || mask.dim() == 2;  // the causal bias, not one per row
+  if (shared && S == T && !windowed)  // the plain causal layout: no mask tensor, the kernels know it
     return at::scaled_dot_product_attention(q, k, v, c10::nullopt, p, /*is_causal=*/true, c10::nullopt, gqa);
-  if (mask.dim() == 2 && T == 1 && !windowed)  // one new token sees every cached position
+  if (shared && T == 1 && !windowed)  // one new token sees every cached position
     return at::scaled_dot_product_attention(q, k, v, c10::nullopt, p, /*is_causal=*/false, c10::nullopt, gqa);
-  at::Tensor bias = mask.dim() == 3 ? mask.unsqueeze(1)                               // (B, 1, T, S)
-                                    : mask.narrow(0, S - T, T).narrow(1, 0, S);      // (T, S)
+  at::Tensor bias = !mask.defined() ? causal_rows(S - T, T, S, q.device())           // (T, S)
+                    : mask.dim() == 3 ? mask.unsqueeze(1)                              // (B, 1, T, S)
+                                      : mask.narrow(0, S - T, T).narrow(1, 0, S);      // (T, S)
   if (windowed) {
     const auto positions = at::TensorOptions().dtype(at::kLong).device(q.device());
     const at::Tensor query_at = at::arange(S - T, S, positions).unsqueeze(1);  // (T, 1)

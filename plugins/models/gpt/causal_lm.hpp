@@ -86,7 +86,8 @@ class CausalLm : public loom::Model {
   // Under tensor parallelism the output layer holds V/T of the vocabulary (head_weight() is
   // that piece): the loss is computed without gathering the logits, and logits are gathered.
   void set_tensor_parallel(const loom::tensor_parallel::Group& group) { tp_ = group; }
-  // component: for messages; mask: the (T, T) causal bias of seq_len positions.
+  // component: for messages; mask: the (T, T) causal bias of seq_len positions, or undefined
+  // (attention makes what each call needs).
   void set_shape(std::string component, int64_t seq_len, int64_t vocab_size, at::Tensor mask) {
     component_ = std::move(component);
     seq_len_ = seq_len;
@@ -147,7 +148,7 @@ class CausalLm : public loom::Model {
 
   std::string component_;
   int64_t seq_len_ = 0, vocab_size_ = 0;
-  at::Tensor mask_;  // (T, T) float, -inf above the diagonal; a buffer
+  at::Tensor mask_;  // (T, T) float, -inf above the diagonal; a buffer (or undefined)
   KvCache cache_;    // decode()'s keys and values; empty until generation
   bool device_ids_scanned_ = false;  // a training batch's ids were scanned on the GPU once
   loom::tensor_parallel::Group tp_;  // size 1: the whole vocabulary on this rank

@@ -131,7 +131,9 @@ class LlamaModel : public CausalLm {
     norm_ = param("model.norm.weight", filled(C, 1.0), kNoDecay);                                  // (C)
     if (!s_.tie_embeddings) matmul_params_ += V * C;
     lm_head_ = s_.tie_embeddings ? embed_ : add_split_param("lm_head.weight", normal({V, C}, s_.init_std), 0, ctx);  // (V/T, C)
-    set_shape(s_.component, s_.seq_len, s_.vocab_size, causal_mask(s_.seq_len, device));                                                           // (T, T)
+    // No shared causal bias: at long seq_len it would outweigh the model (4 seq_len^2 bytes), and
+    // attention makes what a call needs (attention.hpp causal_attention).
+    set_shape(s_.component, s_.seq_len, s_.vocab_size, at::Tensor());                                                           // (T, T)
     rope_ = Rope(s_.seq_len, D, s_.rope_theta, device, s_.rope_scaling);                                // (T, D)
   }
 

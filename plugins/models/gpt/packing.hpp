@@ -13,6 +13,7 @@
 #include <cmath>
 #include <string>
 
+#include "attention.hpp"
 #include "kv_cache.hpp"
 
 namespace loom_gpt {
@@ -21,7 +22,8 @@ namespace loom_gpt {
 struct Layout {
   at::Tensor positions;  // (B, T) int64, or undefined: 0..T-1 on every row
   at::Tensor mask;       // additive attention bias: the model's shared (T_max, T_max) causal
-                         // mask, or (B, T, T) when documents are packed
+                         // mask (undefined: made where needed, attention.hpp), or (B, T, T)
+                         // when documents are packed
   KvCache* cache = nullptr;  // decoding (CausalLm::decode): each layer's keys and values so far
 };
 
@@ -56,7 +58,8 @@ inline Layout layout_of(const loom::BatchFields& batch, const at::Tensor& causal
     const at::Tensor docs = loom::sequence_parallel::gather_rows(piece, seq);  // (B, T): whole rows
     const int64_t T = docs.size(1);
     const at::Tensor other_document = docs.unsqueeze(2).ne(docs.unsqueeze(1));  // (B, T, T)
-    out.mask = causal.narrow(0, 0, T).narrow(1, 0, T).unsqueeze(0).masked_fill(other_document, -INFINITY);
+    const at::Tensor rows = causal.defined() ? causal.narrow(0, 0, T).narrow(1, 0, T) : causal_rows(0, T, T, docs.device());
+    out.mask = rows.unsqueeze(0).masked_fill(other_document, -INFINITY);  // (B, T, T)
   }
   return out;
 }
