@@ -127,6 +127,11 @@ std::vector<std::pair<std::string, at::Tensor>> hf_weights(ModelInstance& model,
   const std::vector<ModelParam> params = model.params();
   std::map<std::string, const ModelParam*> by_name;
   for (const ModelParam& p : params) by_name[p.name] = &p;
+  // A parameter's value: the whole one options.whole gives (tensor-parallel pieces), or its own.
+  const auto value = [&](const ModelParam& p) {
+    const bool replaced = options.whole != nullptr && options.whole->count(p.name) > 0;
+    return replaced ? options.whole->at(p.name) : p.tensor->detach();
+  };
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const ModelParam& p : params) {
     if (p.flags & LOOM_PARAM_FLAG_ADAPTER) {
@@ -135,14 +140,13 @@ std::vector<std::pair<std::string, at::Tensor>> hf_weights(ModelInstance& model,
                             "base weights, or write them alone with --format peft");
       continue;
     }
-    const bool replaced = options.whole != nullptr && options.whole->count(p.name) > 0;
-    at::Tensor t = replaced ? options.whole->at(p.name) : p.tensor->detach();
+    at::Tensor t = value(p);
     const std::string module = ends_with(p.name, ".weight") ? p.name.substr(0, p.name.size() - 7) : "";
     const auto a = by_name.find(module + ".lora_A.weight"), b = by_name.find(module + ".lora_B.weight");
     if (!module.empty() && a != by_name.end() && b != by_name.end()) {
       // W + scale B A in fp32, whatever the base is stored in (a bf16 frozen base is not rounded
       // twice: the sum goes to options.dtype directly)
-      at::Tensor delta = at::matmul(b->second->tensor->detach().to(at::kFloat), a->second->tensor->detach().to(at::kFloat));
+      at::Tensor delta = at::matmul(value(*b->second).to(at::kFloat), value(*a->second).to(at::kFloat));
       if (p.flags & LOOM_PARAM_FLAG_IN_OUT) delta = delta.t();
       t = t.to(at::kFloat) + delta.to(t.device()) * options.adapter_scale;
     }

@@ -136,6 +136,19 @@ class Model {
     params_.push_back({std::move(name), mine, flags, unit_, dim});
     return mine;
   }
+  // A [lora] adapter's initial A (rank, in), uniform in +-1/sqrt(in), and B (out, rank), zero,
+  // whole; A's draw depends on the run seed and the module's name alone.
+  static std::pair<at::Tensor, at::Tensor> adapter_init(const std::string& module, int64_t in, int64_t out_features,
+                                                        const at::TensorOptions& weight_options, const Context& ctx) {
+    const int64_t rank = ctx.adapters.rank;
+    uint64_t seed = ctx.seed ^ 0x9e3779b97f4a7c15ull;  // FNV-1a over the name, mixed into the run seed
+    for (unsigned char c : module) seed = (seed ^ c) * 0x100000001b3ull;
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+    const at::TensorOptions options = weight_options.requires_grad(false);
+    at::Tensor a = at::empty({rank, in}, options.device(at::kCPU)).uniform_(-bound, bound, gen).to(options.device());
+    return {a, at::zeros({out_features, rank}, options)};
+  }
   // A linear layer's weight, registered as "<module>.weight" (flags as add_param's). When the
   // manifest's [lora] targets the module (ctx.adapters, ABI 1.8), its adapter is registered
   // right after it: "<module>.lora_A.weight" (rank, in), uniform in +-1/sqrt(in) as nn.Linear's
@@ -153,30 +166,37 @@ class Model {
     if (!ctx.adapters.targets_module(module)) return out;
     if (out.weight.dim() != 2) throw Error("add_linear: " + module + ".weight is not a matrix");
     const int64_t in = out.weight.size(in_out ? 0 : 1), out_features = out.weight.size(in_out ? 1 : 0);
-    const int64_t rank = ctx.adapters.rank;
-    uint64_t seed = ctx.seed ^ 0x9e3779b97f4a7c15ull;  // FNV-1a over the name, mixed into the run seed
-    for (unsigned char c : module) seed = (seed ^ c) * 0x100000001b3ull;
-    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-    const at::TensorOptions options = out.weight.options().requires_grad(false);
-    at::Tensor a = at::empty({rank, in}, options.device(at::kCPU)).uniform_(-bound, bound, gen).to(options.device());
+    const auto [a, b] = adapter_init(module, in, out_features, out.weight.options(), ctx);
     out.lora_a = add_param(module + ".lora_A.weight", a, LOOM_PARAM_FLAG_ADAPTER);
-    out.lora_b = add_param(module + ".lora_B.weight", at::zeros({out_features, rank}, options), LOOM_PARAM_FLAG_ADAPTER);
+    out.lora_b = add_param(module + ".lora_B.weight", b, LOOM_PARAM_FLAG_ADAPTER);
     out.scale = ctx.adapters.scale();
     out.dropout = ctx.adapters.dropout;
     return out;
   }
   // A linear layer in nn.Linear's layout cut over the tensor-parallel group along `dim` (0:
   // column-parallel, 1: row-parallel; add_split_param's rules). Without tensor parallelism it
-  // is add_linear(module, whole, 0, ctx). With it, [lora] on the layer is refused: adapters do
-  // not follow the split yet.
+  // is add_linear(module, whole, 0, ctx). With it, a [lora] adapter follows the split: B's rows
+  // with a column-parallel W, A's columns with a row-parallel one, drawn whole as add_linear
+  // draws them; the other stays whole (AdaptedLinear sums its gradient over the group). Adapter
+  // dropout is refused there: every rank would draw the same mask for its own piece.
   AdaptedLinear add_split_linear(const std::string& module, const at::Tensor& whole, int64_t dim, const Context& ctx) {
     if (ctx.tensor_parallel_size <= 1) return add_linear(module, whole, 0, ctx);
-    if (ctx.adapters.targets_module(module))
-      throw Error("[lora] targets " + module + ", but LoRA adapters do not follow a [distributed] tensor_parallel "
-                  "split yet; train the adapters with tensor_parallel = 1", LOOM_STATUS_CODE_INVALID_ARGUMENT);
     AdaptedLinear out;
     out.weight = add_split_param(module + ".weight", whole, dim, ctx);
+    if (!ctx.adapters.targets_module(module)) return out;
+    if (ctx.adapters.dropout > 0.0)
+      throw Error("[lora] dropout = " + std::to_string(ctx.adapters.dropout) + " on " + module +
+                  " with [distributed] tensor_parallel > 1 would draw the same mask on every rank's piece; set "
+                  "[lora] dropout = 0", LOOM_STATUS_CODE_INVALID_ARGUMENT);
+    const auto [a, b] = adapter_init(module, whole.size(1), whole.size(0), whole.options(), ctx);
+    const uint32_t flag = LOOM_PARAM_FLAG_ADAPTER;
+    out.lora_a = dim == 1 ? add_split_param(module + ".lora_A.weight", a, 1, ctx, flag)
+                          : add_param(module + ".lora_A.weight", a, flag);
+    out.lora_b = dim == 0 ? add_split_param(module + ".lora_B.weight", b, 0, ctx, flag)
+                          : add_param(module + ".lora_B.weight", b, flag);
+    out.scale = ctx.adapters.scale();
+    out.split_dim = dim;
+    out.group = tensor_parallel::Group(ctx);
     return out;
   }
   // Units (ABI 1.5): the parameters added after begin_unit(k) belong to unit k (a layer),
