@@ -239,8 +239,8 @@ const HostTable<DistributedSettings>& distributed_table() {
               "set, MLP width and vocabulary of the model and sees the same batches; the world size must be a "
               "multiple of it, and data parallelism (with shard) runs over the rest. Models: llama and "
               "hf_causal_lm (Llama family). Checkpoints, sharded or not, and [export] hold whole tensors and "
-              "resume on any layout; [lora] adapters follow the split. Not yet with dropout, or checkpoints of "
-              "frozen weights. README \"Tensor parallelism\".",
+              "resume on any layout; [lora] adapters follow the split. Not yet with dropout. README \"Tensor "
+              "parallelism\".",
               {at_least<int64_t>(1)}),
        option("sequence_parallel", &S::sequence_parallel,
               "Ranks per sequence-parallel group (DeepSpeed-Ulysses): each takes 1/S of every row's positions and "

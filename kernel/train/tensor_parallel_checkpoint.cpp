@@ -2,6 +2,7 @@
 
 #include "base/failure.hpp"
 #include "checkpoint/tensor_pieces.hpp"
+#include "train/frozen_params.hpp"
 
 namespace loom {
 namespace {
@@ -59,6 +60,23 @@ std::map<std::string, at::Tensor> gather_split_params(Pipeline& p, Communicator&
   for (const ModelParam& param : p.model.params())
     if (param.split_dim >= 0) out[param.name] = gather_along(param.tensor->detach(), param.split_dim, tensor_group);
   return out;
+}
+
+void use_whole_frozen_checksum(Pipeline& p, Communicator& tensor_group) {
+  std::vector<ModelParam> params = p.model.params();
+  std::vector<at::Tensor> whole;  // the gathered tensors the copies below point at
+  whole.reserve(params.size());
+  std::set<std::string> frozen;
+  for (ModelParam& param : params) {
+    if (!param.frozen) continue;
+    frozen.insert(param.name);
+    if (param.split_dim < 0) continue;
+    whole.push_back(gather_along(param.tensor->detach(), param.split_dim, tensor_group));
+    param.tensor = &whole.back();
+  }
+  if (frozen.empty()) return;
+  std::string checksum = frozen_checksum(params, frozen);
+  p.model.set_frozen(std::move(frozen), std::move(checksum));
 }
 
 nlohmann::json tensor_parallel_part(Pipeline& p, int tensor_rank, int tensor_size) {

@@ -28,6 +28,11 @@ namespace loom {
 // parameters and elementwise optimizer/<state> become whole (the group's pieces in rank order).
 void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group);
 
+// Under tensor parallelism the frozen weights' checksum (train/frozen_params.hpp), which a
+// checkpoint keeps in their place, is that of the whole weights, as one process computes it:
+// every rank of the tensor group calls this once, before training, and the model gets it.
+void use_whole_frozen_checksum(Pipeline& p, Communicator& tensor_group);
+
 // What each part of a sharded save of a tensor-parallel run says of the split, under the
 // metadata key "tensor_parallel" (checkpoint/sharded_checkpoint.hpp): {"size", "rank",
 // "split": {parameter: dimension}}.

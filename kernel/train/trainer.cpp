@@ -53,10 +53,7 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   if (tensor_parallel_) {
     TensorParallel::check_model_splits(p_->model.params(), p_->model.component().name, mesh_.tensor);
     whole_params_ = TensorParallel::whole_params(dense_params(p_->model.params()));
-    if (p_->checkpoint && p_->frozen.frozen > 0)  // their checksum would be of this rank's pieces
-      throw usage_failure("[distributed] tensor_parallel = " + std::to_string(mesh_.tensor) + " with [checkpoint]: "
-                          "frozen parameters ([model] freeze, [lora]) are not supported in its checkpoints yet; "
-                          "remove [checkpoint] or use tensor_parallel = 1");
+    if (p_->frozen.frozen > 0) use_whole_frozen_checksum(*p_, tensor_parallel_->group());
   }
   grad_sync_ = build_gradient_sync(plan, *p_, comm_.get());
   shards_ = build_parameter_shards(plan, *p_, comm_.get(), device_);

@@ -70,13 +70,13 @@ TEST_CASE("[export] of a tensor-parallel run writes the folder its own checkpoin
   CHECK(fs::exists(dir / "x2" / "hf" / "step-10" / "config.json"));
 }
 
-TEST_CASE("LoRA adapters follow the split: column- and row-parallel layers adapted on 2 ranks give one process's run") {
+TEST_CASE("LoRA adapters follow the split: column- and row-parallel layers adapted on 2 ranks give one process's run, and resume anywhere") {
   const fs::path dir = loom_test::tmp_dir("tp-lora");
   // B starts at zero; from the second step on A's gradient is the group's sum (AdamW at lr 0.05
   // makes this tiny model chaotic: 3e-5 apart after 20 steps, while SGD at 0.05 stays at 1e-7).
   const std::string m = manifest(dir, kLlama, "adamw", 0.01);
   std::ofstream(m, std::ios::app) << "[lora]\ntargets = [\"q_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"down_proj\"]\n"
-                                     "rank = 4\nalpha = 8.0\n[export]\ndtype = \"fp32\"\n";
+                                     "rank = 4\nalpha = 8.0\n[export]\ndtype = \"fp32\"\n[checkpoint]\nevery = 10\n";
   const Logged one = train(m, "l1", {1, 1});
   const Logged two = train(m, "l2", {2, 2});
   check_same_run(one, two);
@@ -91,6 +91,19 @@ TEST_CASE("LoRA adapters follow the split: column- and row-parallel layers adapt
     REQUIRE(got.sizes() == want.sizes());
     CHECK((got - want).norm().item<double>() <= 1e-4 * want.norm().item<double>() + 1e-6);
   }
+  // Checkpoints keep the checksum of the whole frozen base: they resume on any layout, bit for bit
+  // on their own, and export their adapters for PEFT whole.
+  const auto resumed = [&](const std::string& name, const Layout& at) {
+    train_steps(m, name, at, " --set checkpoint.resume=" + (dir / "l2" / "checkpoints" / "step-10").string());
+    const Logged out = logged(dir / name);
+    REQUIRE(out.loss.size() == 10);
+    return out.loss;
+  };
+  CHECK(resumed("r2", {2, 2}) == std::vector<double>(two.loss.begin() + 10, two.loss.end()));
+  check_close(std::vector<double>(one.loss.begin() + 10, one.loss.end()), resumed("r1", {1, 1}), 1e-5);
+  const auto peft = run_host("export " + (dir / "l2").string() + " --format peft --out " + (dir / "peft").string());
+  CHECK_MESSAGE(peft.code == 0, peft.err);
+  CHECK(fs::exists(dir / "peft" / "adapter_model.safetensors"));
   check_refused("launch --nproc-per-node 2 -- run " + m + " --set distributed.tensor_parallel=2 --set lora.dropout=0.1",
                 "would draw the same mask on every rank's piece");
 }
