@@ -58,18 +58,19 @@ LoadedCheckpoint read_parts(CheckpointBackendInstance& backend, const fs::path& 
   const std::string origin = dir.string();
   try {
     const nlohmann::json layout = nlohmann::json::parse(out.metadata_json).at("shard");
-    const int world = layout.at("world_size").get<int>();
+    const int64_t world = json_integer(layout.at("world_size"), "world_size");
     if (world < 1 || world > 65536) throw std::runtime_error("world_size " + std::to_string(world));
     std::vector<GroupLayout> groups;
     for (const auto& g : layout.at("groups")) {
-      const int64_t numel = g.at("numel").get<int64_t>();
+      const int64_t numel = json_integer(g.at("numel"), "a group's numel");
       if (numel < 0) throw std::runtime_error("group of " + std::to_string(numel) + " elements");
       groups.push_back({dtype_named(g.at("dtype").get<std::string>()), numel, g.at("segments")});
     }
     std::map<std::string, size_t> elementwise;  // optimizer state name -> group
     for (const auto& [name, group] : layout.at("elementwise").items()) {
-      elementwise[name] = group.get<size_t>();
-      if (elementwise[name] >= groups.size())
+      const int64_t index = json_integer(group, "the group of state " + name);
+      elementwise[name] = static_cast<size_t>(index);
+      if (index < 0 || elementwise[name] >= groups.size())
         throw std::runtime_error("state \"" + name + "\" follows group " + group.dump());
     }
     // Every rank's part, in rank order: its slices must continue where the last rank's ended,
@@ -83,7 +84,7 @@ LoadedCheckpoint read_parts(CheckpointBackendInstance& backend, const fs::path& 
       LoadedCheckpoint& part = rank == 0 ? out : parts[static_cast<size_t>(rank)];
       if (rank != 0) part = backend.load(folder.string());
       const nlohmann::json info = nlohmann::json::parse(part.metadata_json).at("part");
-      if (info.at("rank").get<int>() != rank) throw std::runtime_error(folder.string() + " holds another rank's part");
+      if (json_integer(info.at("rank"), "a part's rank") != rank) throw std::runtime_error(folder.string() + " holds another rank's part");
       const auto& slices = info.at("slices");
       if (slices.size() != groups.size()) throw std::runtime_error(folder.string() + ": slices for another layout");
       const auto take = [&](const std::string& key, size_t g, int64_t length) {
@@ -97,7 +98,7 @@ LoadedCheckpoint read_parts(CheckpointBackendInstance& backend, const fs::path& 
         return t;
       };
       for (size_t g = 0; g < groups.size(); ++g) {
-        const int64_t start = slices[g].at(0).get<int64_t>(), length = slices[g].at(1).get<int64_t>();
+        const int64_t start = json_integer(slices[g].at(0), "a slice start"), length = json_integer(slices[g].at(1), "a slice length");
         if (start != next_start[g] || length < 0 || length > groups[g].numel - start)
           throw std::runtime_error(folder.string() + ": group " + std::to_string(g) + " slice [" +
                                    std::to_string(start) + ", +" + std::to_string(length) + ") does not continue at " +
@@ -119,8 +120,8 @@ LoadedCheckpoint read_parts(CheckpointBackendInstance& backend, const fs::path& 
       param_slices[g].clear();
       for (const auto& s : groups[g].segments) {
         const std::string name = s.at(0).get<std::string>();
-        const int64_t offset = s.at(1).get<int64_t>(), numel = s.at(2).get<int64_t>();
-        const std::vector<int64_t> shape = s.at(3).get<std::vector<int64_t>>();
+        const int64_t offset = json_integer(s.at(1), "the offset of " + name), numel = json_integer(s.at(2), "the size of " + name);
+        const std::vector<int64_t> shape = json_integers(s.at(3), "the shape of " + name);
         int64_t shape_numel = 1;
         for (int64_t d : shape) {
           if (d < 0 || (d > 0 && shape_numel > groups[g].numel / d)) throw std::runtime_error("shape of " + name);
@@ -148,15 +149,15 @@ LoadedCheckpoint read_tensor_parallel(CheckpointBackendInstance& backend, const 
   try {
     nlohmann::json metadata = nlohmann::json::parse(out.metadata_json);
     const nlohmann::json& tp = metadata.at("tensor_parallel");
-    const int size = tp.at("size").get<int>();
+    const int64_t size = json_integer(tp.at("size"), "tensor_parallel size");
     if (size < 1 || size > 65536) throw std::runtime_error("tensor_parallel size " + std::to_string(size));
     std::error_code ec;
-    if (fs::exists(dir / tensor_folder_name(size), ec) || fs::is_symlink(dir / tensor_folder_name(size), ec))
+    if (fs::exists(dir / tensor_folder_name(static_cast<int>(size)), ec) || fs::is_symlink(dir / tensor_folder_name(static_cast<int>(size)), ec))
       throw std::runtime_error("it holds more than the " + std::to_string(size) + " tensor folders its metadata names");
     for (int t = 1; t < size; ++t) {
       sets.push_back(read_parts(backend, inner_folder(dir, tensor_folder_name(t))));
       const nlohmann::json mine = nlohmann::json::parse(sets.back().metadata_json).at("tensor_parallel");
-      if (mine.at("rank").get<int>() != t || mine.at("size").get<int>() != size)
+      if (json_integer(mine.at("rank"), "tensor_parallel rank") != t || json_integer(mine.at("size"), "tensor_parallel size") != size)
         throw std::runtime_error(tensor_folder_name(t) + " holds another tensor rank's parts");
     }
     std::vector<TensorsByName> tensors;

@@ -23,6 +23,20 @@ at::Tensor join_along(const std::vector<at::Tensor>& pieces, int64_t dim, const 
 
 }  // namespace
 
+int64_t json_integer(const nlohmann::json& value, const std::string& what) {
+  if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    throw std::runtime_error(what + " is out of range");
+  if (!value.is_number_integer()) throw std::runtime_error(what + " is not an integer: " + value.dump());
+  return value.get<int64_t>();
+}
+
+std::vector<int64_t> json_integers(const nlohmann::json& values, const std::string& what) {
+  if (!values.is_array()) throw std::runtime_error(what + " is not a list of integers");
+  std::vector<int64_t> out;
+  for (const auto& v : values) out.push_back(json_integer(v, what));
+  return out;
+}
+
 at::Tensor join_flat_pieces(const std::vector<at::Tensor>& flats, const std::vector<SegmentShape>& segments,
                             const std::map<std::string, int64_t>& split) {
   if (flats.empty()) throw std::runtime_error("no pieces to join");
@@ -59,17 +73,21 @@ namespace {
 TensorsByName join_sets(const std::vector<TensorsByName>& sets, const nlohmann::json& metadata) {
   if (sets.empty()) throw std::runtime_error("no tensor rank's parts");
   std::map<std::string, int64_t> split;
-  for (const auto& [name, dim] : metadata.at("tensor_parallel").at("split").items()) split[name] = dim.get<int64_t>();
+  for (const auto& [name, dim] : metadata.at("tensor_parallel").at("split").items())
+    split[name] = json_integer(dim, "the split dimension of " + name);
   const nlohmann::json& layout = metadata.at("shard");
   std::map<std::string, std::vector<SegmentShape>> elementwise;  // "optimizer/<state>" -> its group's segments
   const nlohmann::json& groups = layout.at("groups");
   for (const auto& [state, group] : layout.at("elementwise").items()) {
-    const size_t g = group.get<size_t>();
-    if (g >= groups.size()) throw std::runtime_error("state \"" + state + "\" follows group " + group.dump());
+    const int64_t g = json_integer(group, "the group of state " + state);
+    if (g < 0 || static_cast<size_t>(g) >= groups.size())
+      throw std::runtime_error("state \"" + state + "\" follows group " + group.dump());
     std::vector<SegmentShape>& segments = elementwise["optimizer/" + state];
-    for (const auto& seg : groups.at(g).at("segments"))
-      segments.push_back({seg.at(0).get<std::string>(), seg.at(1).get<int64_t>(), seg.at(2).get<int64_t>(),
-                          seg.at(3).get<std::vector<int64_t>>()});
+    for (const auto& seg : groups.at(static_cast<size_t>(g)).at("segments")) {
+      const std::string name = seg.at(0).get<std::string>();
+      segments.push_back({name, json_integer(seg.at(1), "the offset of " + name),
+                          json_integer(seg.at(2), "the size of " + name), json_integers(seg.at(3), "the shape of " + name)});
+    }
   }
   const auto pieces_of = [&](const std::string& name) {
     std::vector<at::Tensor> pieces;

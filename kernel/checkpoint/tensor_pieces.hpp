@@ -24,6 +24,11 @@ struct SegmentShape {
   std::vector<int64_t> shape;  // this rank's piece
 };
 
+// A JSON integer from a file: refused (std::runtime_error naming `what`) when it is anything
+// else, a float included, since converting one out of int64's range is undefined.
+int64_t json_integer(const nlohmann::json& value, const std::string& what);
+std::vector<int64_t> json_integers(const nlohmann::json& values, const std::string& what);
+
 // split: parameter name -> the dimension its pieces are cut along (absent: whole). Throws
 // std::runtime_error when a segment does not fit the buffers or its shape.
 at::Tensor join_flat_pieces(const std::vector<at::Tensor>& flats, const std::vector<SegmentShape>& segments,

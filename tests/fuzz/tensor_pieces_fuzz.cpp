@@ -26,7 +26,8 @@ bool small_shape(const nlohmann::json& shape) {
   if (!shape.is_array() || shape.size() > 4) return false;
   int64_t n = 1;
   for (const auto& d : shape) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > kMaxElements) return false;
+    if (!d.is_number_integer() || d.is_number_unsigned() || d.get<int64_t>() < 0 || d.get<int64_t>() > kMaxElements)
+      return false;
     n *= d.get<int64_t>();
     if (n > kMaxElements) return false;
   }
@@ -41,16 +42,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   loom::TensorsByName set;
   int ranks = 2;
   try {  // what the metadata describes, where it is plausible enough to make
-    ranks = static_cast<int>(std::clamp<int64_t>(metadata.at("tensor_parallel").at("size").get<int64_t>(), 1, 3));
+    ranks = static_cast<int>(std::clamp<int64_t>(loom::json_integer(metadata.at("tensor_parallel").at("size"), "size"), 1, 3));
     for (const auto& group : metadata.at("shard").at("groups"))
       for (const auto& seg : group.at("segments"))
         if (seg.at(0).is_string() && small_shape(seg.at(3)))
           set["model/" + seg.at(0).get<std::string>()] = at::randn(seg.at(3).get<std::vector<int64_t>>());
     for (const auto& [state, g] : metadata.at("shard").at("elementwise").items()) {
-      const int64_t numel = metadata.at("shard").at("groups").at(g.get<size_t>()).at("numel").get<int64_t>();
+      const int64_t group = loom::json_integer(g, "group");
+      if (group < 0) continue;
+      const int64_t numel = loom::json_integer(metadata.at("shard").at("groups").at(static_cast<size_t>(group)).at("numel"), "numel");
       if (numel >= 0 && numel <= kMaxElements) set["optimizer/" + state] = at::randn({numel});
     }
   } catch (const nlohmann::json::exception&) {  // then only what was made so far
+  } catch (const std::runtime_error&) {
   }
   const std::vector<loom::TensorsByName> sets(static_cast<size_t>(ranks), set);
   loom_fuzz::expect_only<std::runtime_error>("join_tensor_sets", [&] {
