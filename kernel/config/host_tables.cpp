@@ -92,8 +92,9 @@ const HostTable<RunSettings>& run_table() {
               "Keep freed CPU memory for the next step instead of returning it to the OS (glibc malloc: no heap "
               "trimming, mmap only above 32 MiB); saves re-faulting every activation each step."),
        option("peak_flops", &S::peak_flops,
-              "FLOP/s that MFU is measured against. 0: on a GPU the table knows (H100, H200, A100) its "
-              "datasheet's dense peak for run.precision, elsewhere a GEMM in that precision measured at start.")}};
+              "FLOP/s of one rank's device that MFU is measured against (with several ranks, against their "
+              "sum). 0: on a GPU the table knows (H100, H200, A100) its datasheet's dense peak for run.precision, "
+              "elsewhere a GEMM in that precision measured at start.")}};
   return table;
 }
 

@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "base/cpu_threads.hpp"
@@ -90,13 +91,17 @@ std::unique_ptr<CheckpointManager> build_checkpoints(const RunPlan& plan, Pipeli
   return std::make_unique<CheckpointManager>(plan.checkpoint, *pipeline.checkpoint, *plan.registry, run_dir);
 }
 
-MfuBaseline build_mfu_baseline(ModelInstance& model, const RunSettings& run, const at::Device& device) {
+MfuBaseline build_mfu_baseline(ModelInstance& model, const RunSettings& run, const at::Device& device, int ranks) {
   MfuBaseline out{model.flops_per_token(), run.peak_flops};
   if (out.flops_per_token > 0 && out.peak_flops <= 0) {
     const PeakFlops peak = mfu_peak(device, device.is_cuda() ? cuda_device_name(device) : "", run.precision, 0);
     out.peak_flops = peak.flops;
-    spdlog::info("MFU is reported against {}: {:.1f} GFLOP/s", peak.source, out.peak_flops / 1e9);
+    spdlog::info("MFU is reported against {}: {:.1f} GFLOP/s{}", peak.source, out.peak_flops / 1e9,
+                 ranks > 1 ? fmt::format(" a rank, x {} ranks", ranks) : "");
   }
+  // The logged tokens are the whole run's and the model's FLOPs those of the whole model, so
+  // the peak is every rank's: data, tensor and sequence parallel alike.
+  out.peak_flops *= std::max(ranks, 1);
   return out;
 }
 

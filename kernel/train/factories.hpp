@@ -52,6 +52,7 @@ struct MfuBaseline {
   double flops_per_token = 0;  // the model's count
   double peak_flops = 0;       // peak_flops.hpp: run.peak_flops, the datasheet's or a measured GEMM's
 };
-MfuBaseline build_mfu_baseline(ModelInstance& model, const RunSettings& run, const at::Device& device);
+// ranks: the world size; MFU divides by the peak of every rank's device.
+MfuBaseline build_mfu_baseline(ModelInstance& model, const RunSettings& run, const at::Device& device, int ranks);
 
 }  // namespace loom

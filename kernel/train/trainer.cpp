@@ -49,7 +49,7 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
     throw usage_failure("[distributed] sequence_parallel = " + std::to_string(mesh_.sequence) + ": model " +
                         p_->model.component().name + " does not take pieces of rows (loom_model_vtable."
                         "sequence_parallel, ABI 1.11), and attention over a piece alone would be wrong; use a model "
-                        "that does (llama, hf_causal_lm) or sequence_parallel = 1");
+                        "that does (llama, gpt, hf_causal_lm) or sequence_parallel = 1");
   if (tensor_parallel_) {
     TensorParallel::check_model_splits(p_->model.params(), p_->model.component().name, mesh_.tensor);
     whole_params_ = TensorParallel::whole_params(dense_params(p_->model.params()));
@@ -82,7 +82,7 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
                  p_->sparse.abi().sparse_table_count, p_->sparse.numel(),
                  static_cast<double>(p_->sparse.bytes()) / (1 << 20), p_->sparse_optimizer->component().name);
   log_state_bytes();
-  mfu_ = build_mfu_baseline(p_->model, settings_, device_);
+  mfu_ = build_mfu_baseline(p_->model, settings_, device_, mesh_.world_size);
   data_source_ = "[data] " + p_->data.component().name;
   progress_.total_steps = p_->steps;
   if (comm_ && settings_.epochs > 0) {  // shards of different lengths: every rank stops at the same step
