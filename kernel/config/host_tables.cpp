@@ -248,7 +248,7 @@ const HostTable<DistributedSettings>& distributed_table() {
               "sees the same batches; around attention an all-to-all trades sequence pieces for head pieces, so "
               "each rank attends over whole rows (packed documents included) for 1/S of the heads. The world size "
               "must be a multiple of tensor_parallel x sequence_parallel; data parallelism (with shard) runs over "
-              "the rest. Models: llama, gpt and hf_causal_lm; S must divide the heads of each tensor "
+              "the rest. Models: llama, gpt and hf_causal_lm; S must divide the query heads of each tensor "
               "piece and the rows' positions. Not yet with dropout. README \"Sequence parallelism\".",
               {at_least<int64_t>(1)})}};
   return table;

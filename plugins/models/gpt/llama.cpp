@@ -183,7 +183,13 @@ class LlamaModel : public CausalLm {
     if (layout.cache) std::tie(k, v) = layout.cache->append(index, k, v);  // (B, K, S, D) each
     const int64_t window = s_.sliding_windows.empty() ? 0 : s_.sliding_windows[index];
     // Under sequence parallelism T is this rank's piece of rows of L = seq_.size * T: attention
-    // runs over whole rows for H / seq_.size of the heads.
+    // runs over whole rows for H / seq_.size of the heads. With fewer key/value heads than the
+    // group has ranks, each is repeated for its queries first (as DeepSpeed-Ulysses does), so
+    // every rank receives the ones its queries read.
+    if (seq_.split() && K % seq_.size != 0) {
+      k = k.repeat_interleave(H / K, 1);  // (B, H, T, D): query head h reads key/value head h / (H/K)
+      v = v.repeat_interleave(H / K, 1);
+    }
     const at::Tensor whole = causal_attention(sp::whole_rows(q, seq_), sp::whole_rows(k, seq_),
                                               sp::whole_rows(v, seq_), layout.mask, s_.dropout, training_, window);
     const at::Tensor y = sp::pieces_of_rows(whole, seq_);                     // (B, H, T, D)
@@ -308,8 +314,7 @@ void check_sequence_parallel(const LlamaSpec& s, const tp::Group& g, const sp::G
                 " is not a multiple of [distributed] sequence_parallel = " + std::to_string(seq.size) +
                 "; choose a sequence_parallel that divides it");
   };
-  divides(s.n_head, "the query heads (n_head)");
-  divides(s.n_kv_head, "the key/value heads (n_kv_head)");
+  divides(s.n_head, "the query heads (n_head)");  // key/value heads are repeated when S does not divide them
   require(s.dropout == 0.0, s.component + ": dropout = " + std::to_string(s.dropout) +
                                 " with [distributed] sequence_parallel > 1 would draw the same masks on every rank's "
                                 "piece; set dropout = 0 (sequence-parallel dropout is not built yet)");

@@ -8,8 +8,8 @@
 // Attention alone needs the whole row: around it, whole_rows() trades this rank's sequence piece
 // of every head for the whole row of 1/S of the heads (one all-to-all), and pieces_of_rows()
 // trades back. Each rank then attends over whole rows, causal masks and packed documents
-// (gather_rows() on document_ids) exactly as in one process. S must divide the query and the
-// key/value heads the rank holds.
+// (gather_rows() on document_ids) exactly as in one process. S must divide the heads exchanged:
+// a model with fewer key/value heads repeats them for their queries first (llama.cpp).
 //
 // A model that does this says so (loom::Model::sequence_parallel() returns true); the host
 // refuses sequence parallelism for any other. Without it (Group::size 1) every function here
