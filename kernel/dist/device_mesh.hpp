@@ -30,6 +30,15 @@ struct DeviceMesh {
   std::vector<int> tensor_group() const;
   std::vector<int> sequence_group() const;
   std::vector<int> replica_group() const;
+  // The mesh of the rank at these places (the inverse of the *_rank() functions above).
+  static DeviceMesh place(int data, int data_rank, int sequence, int sequence_rank, int tensor, int tensor_rank) {
+    DeviceMesh out;
+    out.world_size = data * sequence * tensor;
+    out.tensor = tensor;
+    out.sequence = sequence;
+    out.rank = (data_rank * sequence + sequence_rank) * tensor + tensor_rank;
+    return out;
+  }
   // "8 ranks = data 2 x sequence 2 x tensor 2; rank 3: data 0, sequence 1, tensor 1" (a
   // degree of 1 for sequence is left out).
   std::string describe() const;

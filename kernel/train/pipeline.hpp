@@ -15,6 +15,7 @@
 #include "train/sparse_tables.hpp"
 #include "train/run_plan.hpp"
 #include "abi/observer_components.hpp"
+#include "dist/device_mesh.hpp"
 
 namespace loom {
 
@@ -45,14 +46,19 @@ inline RunContext with_total_steps(RunContext run, int64_t total) {
   return run;
 }
 
-// Hooks and trackers see the world's ranks (dist/device_mesh.hpp's order): under tensor or
-// sequence parallelism several ranks share a data-parallel rank, and files named by rank
-// (memory_monitor's) must not collide.
+// Where the context's rank sits in the run's device mesh.
+inline DeviceMesh mesh_of(const RunContext& c) {
+  return DeviceMesh::place(c.world_size, c.rank, c.sequence_parallel_size, c.sequence_parallel_rank,
+                           c.tensor_parallel_size, c.tensor_parallel_rank);
+}
+
+// Hooks and trackers see the world's ranks: under tensor or sequence parallelism several ranks
+// share a data-parallel rank, and files named by rank (memory_monitor's) must not collide.
 inline RunContext for_observers(const RunContext& context, int64_t total) {
   RunContext run = with_total_steps(context, total);
-  run.rank = (context.rank * context.sequence_parallel_size + context.sequence_parallel_rank) *
-                 context.tensor_parallel_size + context.tensor_parallel_rank;
-  run.world_size = context.world_size * context.sequence_parallel_size * context.tensor_parallel_size;
+  const DeviceMesh mesh = mesh_of(context);
+  run.rank = mesh.rank;
+  run.world_size = mesh.world_size;
   return run;
 }
 
@@ -88,10 +94,8 @@ struct Pipeline {
         frozen(prepare_model(model, c)),
         store_frozen(c.checkpoint.frozen == "include"),
         // ZeRO shards over the replica group: every data and sequence rank (dist/device_mesh.hpp)
-        flat(dense_params(model.params()),
-             ShardSpec{shard_mode_from_name(c.distributed.shard),
-                       context.rank * context.sequence_parallel_size + context.sequence_parallel_rank,
-                       context.world_size * context.sequence_parallel_size}),
+        flat(dense_params(model.params()), ShardSpec{shard_mode_from_name(c.distributed.shard),
+                                                     mesh_of(context).replica_rank(), mesh_of(context).replicas()}),
         sparse(sparse_params(model.params()), model.component().name),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),
         schedule(c.schedule, with_total_steps(context, steps)) {

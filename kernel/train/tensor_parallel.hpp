@@ -8,7 +8,6 @@
 
 #include <ATen/ATen.h>
 
-#include <memory>
 #include <set>
 #include <string>
 #include <vector>

@@ -336,15 +336,18 @@ void Trainer::save() {
     data_states = std::move(per_data_rank);
   }
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(1e3 * plan_.distributed.timeout_s));
-  if (comm_ && p_->flat.sharded() && tensor_parallel_) {  // each tensor rank's replicas write a set of parts
+  if (comm_ && p_->flat.sharded()) {
     Snapshot part = capture_shard_part(*p_, progress_, data_states, plan_.resolved_manifest);
-    nlohmann::json metadata = nlohmann::json::parse(part.metadata_json);
-    metadata["tensor_parallel"] = tensor_parallel_part(*p_, mesh_.tensor_rank(), mesh_.tensor);
-    part.metadata_json = metadata.dump();
-    checkpoints_->save_part(std::move(part), *world(), timeout,
-                            tensor_folder_name(mesh_.tensor_rank()) + "/" + rank_folder_name(rank()));
-  } else if (comm_ && p_->flat.sharded()) {
-    checkpoints_->save_part(capture_shard_part(*p_, progress_, data_states, plan_.resolved_manifest), *comm_, timeout);
+    Communicator* group = comm_.get();
+    std::string part_dir;  // "": rank-<R>
+    if (tensor_parallel_) {  // each tensor rank's replicas write a set of parts, committed together over the world
+      nlohmann::json metadata = nlohmann::json::parse(part.metadata_json);
+      metadata["tensor_parallel"] = tensor_parallel_part(*p_, mesh_.tensor_rank(), mesh_.tensor);
+      part.metadata_json = metadata.dump();
+      group = world();
+      part_dir = tensor_folder_name(mesh_.tensor_rank()) + "/" + rank_folder_name(rank());
+    }
+    checkpoints_->save_part(std::move(part), *group, timeout, part_dir);
   } else if (rank() == 0) {  // under tensor parallelism, data rank 0's whole tensor group puts its pieces together
     Snapshot snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
     if (tensor_parallel_) gather_whole_tensors(snapshot, *p_, tensor_parallel_->group());

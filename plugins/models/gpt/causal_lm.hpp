@@ -74,15 +74,26 @@ class CausalLm : public loom::Model {
     }
   }
 
-  bool sequence_parallel() const override { return takes_pieces_; }
+  bool sequence_parallel() const override { return seq_.split(); }
 
  protected:
   // A model whose attention exchanges heads over the sequence group (loom/sequence_parallel.hpp)
-  // calls this: its loss_sum then takes pieces of rows.
-  void set_sequence_parallel(const loom::sequence_parallel::Group& group) {
+  // calls this: its loss_sum then takes pieces of rows. heads: the query heads this rank holds
+  // (after any tensor-parallel split), which S must divide; dropout would draw the same masks on
+  // every rank's piece, so it is refused. Throws loom::Error naming the component.
+  void set_sequence_parallel(const loom::sequence_parallel::Group& group, const std::string& component, int64_t heads,
+                             double dropout) {
+    if (!group.split()) return;
+    require(heads % group.size == 0, component + ": the query heads (n_head) = " + std::to_string(heads) +
+                                         (tp_.split() ? " on each tensor-parallel rank" : "") +
+                                         " is not a multiple of [distributed] sequence_parallel = " +
+                                         std::to_string(group.size) + "; choose a sequence_parallel that divides it");
+    require(dropout == 0.0, component + ": dropout = " + std::to_string(dropout) +
+                                " with [distributed] sequence_parallel > 1 would draw the same masks on every rank's "
+                                "piece; set dropout = 0 (sequence-parallel dropout is not built yet)");
     seq_ = group;
-    takes_pieces_ = true;
   }
+  const loom::sequence_parallel::Group& sequence_group() const { return seq_; }
   // Under tensor parallelism the output layer holds V/T of the vocabulary (head_weight() is
   // that piece): the loss is computed without gathering the logits, and logits are gathered.
   void set_tensor_parallel(const loom::tensor_parallel::Group& group) { tp_ = group; }
@@ -152,8 +163,7 @@ class CausalLm : public loom::Model {
   KvCache cache_;    // decode()'s keys and values; empty until generation
   bool device_ids_scanned_ = false;  // a training batch's ids were scanned on the GPU once
   loom::tensor_parallel::Group tp_;  // size 1: the whole vocabulary on this rank
-  loom::sequence_parallel::Group seq_;  // size 1: whole rows
-  bool takes_pieces_ = false;           // set_sequence_parallel was called
+  loom::sequence_parallel::Group seq_;  // size 1: whole rows (or a model that takes no pieces)
 };
 
 }  // namespace loom_gpt

@@ -61,21 +61,13 @@ struct Block {
 
 class GptModel : public CausalLm {
  public:
-  GptModel(const GptSpec& spec, const loom::Context& ctx) : s_(spec), seq_(ctx) {
+  GptModel(const GptSpec& spec, const loom::Context& ctx) : s_(spec) {
     require(ctx.tensor_parallel_size <= 1,
             s_.component + ": GPT-2's layout does not split over [distributed] tensor_parallel yet (its fused c_attn "
                            "would need per-rank q/k/v pieces); use llama or hf_causal_lm with a Llama-family folder, "
                            "or tensor_parallel = 1");
     check_gpt_spec(s_);
-    if (seq_.split()) {  // Ulysses: each rank attends with n_head / S heads over whole rows
-      require(s_.n_head % seq_.size == 0, s_.component + ": n_head = " + std::to_string(s_.n_head) +
-                                              " is not a multiple of [distributed] sequence_parallel = " +
-                                              std::to_string(seq_.size) + "; choose a sequence_parallel that divides it");
-      require(s_.dropout == 0.0, s_.component + ": dropout = " + std::to_string(s_.dropout) +
-                                     " with [distributed] sequence_parallel > 1 would draw the same masks on every "
-                                     "rank's piece; set dropout = 0 (sequence-parallel dropout is not built yet)");
-      set_sequence_parallel(seq_);
-    }
+    set_sequence_parallel(loom::sequence_parallel::Group(ctx), s_.component, s_.n_head, s_.dropout);
     const int64_t V = s_.vocab_size, C = s_.n_embd, F = s_.n_inner, L = s_.n_layer;
     // Own generator: initialization depends on the run seed only, not on what ran before.
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(s_.seed);
@@ -166,7 +158,7 @@ class GptModel : public CausalLm {
   at::Tensor attention(const Block& b, size_t index, const at::Tensor& x, const Layout& layout) const {
     const at::Tensor packed = conv1d(x, b.c_attn, b.c_attn_b, training_);  // (B, T, 3C)
     // The CPU kernel attends within the rows it is given: not for pieces of rows.
-    const bool whole_rows_here = !layout.cache && !seq_.split();
+    const bool whole_rows_here = !layout.cache && !sequence_group().split();
     const at::Tensor merged = whole_rows_here && packed_attention_applies(packed, layout.mask, s_.dropout, training_)
                                   ? packed_causal_attention(packed, s_.n_head, layout.mask)  // training on CPU: no copies
                                   : split_heads_attention(packed, index, layout);
@@ -183,9 +175,10 @@ class GptModel : public CausalLm {
     if (layout.cache) std::tie(k, v) = layout.cache->append(index, k, v);                 // (B, H, S, D) each
     // Under sequence parallelism T is this rank's piece: attention runs over whole rows of
     // H / seq_.size heads (loom/sequence_parallel.hpp).
-    const at::Tensor whole = causal_attention(sp::whole_rows(q, seq_), sp::whole_rows(k, seq_), sp::whole_rows(v, seq_),
+    const sp::Group& seq = sequence_group();
+    const at::Tensor whole = causal_attention(sp::whole_rows(q, seq), sp::whole_rows(k, seq), sp::whole_rows(v, seq),
                                               layout.mask, s_.dropout, training_);
-    const at::Tensor y = sp::pieces_of_rows(whole, seq_);                                 // (B, H, T, D)
+    const at::Tensor y = sp::pieces_of_rows(whole, seq);                                 // (B, H, T, D)
     return y.transpose(1, 2).reshape({B, T, C});                                          // (B, T, C)
   }
 
@@ -196,7 +189,6 @@ class GptModel : public CausalLm {
   }
 
   GptSpec s_;
-  loom::sequence_parallel::Group seq_;  // this rank's sequence-parallel group (size 1: none)
   int64_t matmul_params_ = 0;  // every parameter but wpe: the N of 6N
   at::Tensor wte_;             // (V, C)
   at::Tensor wpe_;             // (P, C)

@@ -41,7 +41,6 @@ namespace sp = loom::sequence_parallel;
 constexpr uint32_t kNoDecay = LOOM_PARAM_FLAG_NO_DECAY;
 
 void check_tensor_parallel(const LlamaSpec& s, const tp::Group& g);  // below
-void check_sequence_parallel(const LlamaSpec& s, const tp::Group& g, const loom::sequence_parallel::Group& seq);
 
 // Hugging Face's LlamaRMSNorm: normalised in fp32 whatever x's dtype, cast back, then scaled:
 // w * (x / sqrt(mean(x^2) + eps)) over the last dimension.
@@ -70,12 +69,12 @@ struct Layer {
 
 class LlamaModel : public CausalLm {
  public:
-  LlamaModel(const LlamaSpec& spec, const loom::Context& ctx) : s_(spec), tp_(ctx), seq_(ctx) {
+  LlamaModel(const LlamaSpec& spec, const loom::Context& ctx) : s_(spec), tp_(ctx) {
     check_llama_spec(s_);
     check_tensor_parallel(s_, tp_);
-    check_sequence_parallel(s_, tp_, seq_);
     set_tensor_parallel(tp_);
-    set_sequence_parallel(seq_);
+    // Key/value heads that S does not divide are repeated in attention, so only the queries count.
+    set_sequence_parallel(sp::Group(ctx), s_.component, s_.n_head / tp_.size, s_.dropout);
     const int64_t V = s_.vocab_size, C = s_.n_embd, H = s_.n_head, K = s_.n_kv_head, D = s_.head_dim,
                   F = s_.ffn_hidden, L = s_.n_layer;
     // Own generator: initialization depends on the run seed only, not on what ran before.
@@ -133,7 +132,7 @@ class LlamaModel : public CausalLm {
     lm_head_ = s_.tie_embeddings ? embed_ : add_split_param("lm_head.weight", normal({V, C}, s_.init_std), 0, ctx);  // (V/T, C)
     // No shared causal bias: at long seq_len it would outweigh the model (4 seq_len^2 bytes), and
     // attention makes what a call needs (attention.hpp causal_attention).
-    set_shape(s_.component, s_.seq_len, s_.vocab_size, at::Tensor());                                                           // (T, T)
+    set_shape(s_.component, s_.seq_len, s_.vocab_size, at::Tensor());
     rope_ = Rope(s_.seq_len, D, s_.rope_theta, device, s_.rope_scaling);                                // (T, D)
   }
 
@@ -182,17 +181,18 @@ class LlamaModel : public CausalLm {
     k = rope_.apply(k, layout.positions);
     if (layout.cache) std::tie(k, v) = layout.cache->append(index, k, v);  // (B, K, S, D) each
     const int64_t window = s_.sliding_windows.empty() ? 0 : s_.sliding_windows[index];
-    // Under sequence parallelism T is this rank's piece of rows of L = seq_.size * T: attention
-    // runs over whole rows for H / seq_.size of the heads. With fewer key/value heads than the
+    // Under sequence parallelism T is this rank's piece of rows of L = seq.size * T: attention
+    // runs over whole rows for H / seq.size of the heads. With fewer key/value heads than the
     // group has ranks, each is repeated for its queries first (as DeepSpeed-Ulysses does), so
     // every rank receives the ones its queries read.
-    if (seq_.split() && K % seq_.size != 0) {
+    const sp::Group& seq = sequence_group();
+    if (seq.split() && K % seq.size != 0) {
       k = k.repeat_interleave(H / K, 1);  // (B, H, T, D): query head h reads key/value head h / (H/K)
       v = v.repeat_interleave(H / K, 1);
     }
-    const at::Tensor whole = causal_attention(sp::whole_rows(q, seq_), sp::whole_rows(k, seq_),
-                                              sp::whole_rows(v, seq_), layout.mask, s_.dropout, training_, window);
-    const at::Tensor y = sp::pieces_of_rows(whole, seq_);                     // (B, H, T, D)
+    const at::Tensor whole = causal_attention(sp::whole_rows(q, seq), sp::whole_rows(k, seq),
+                                              sp::whole_rows(v, seq), layout.mask, s_.dropout, training_, window);
+    const at::Tensor y = sp::pieces_of_rows(whole, seq);                     // (B, H, T, D)
     const at::Tensor merged = y.transpose(1, 2).reshape({B, T, H * D});       // (B, T, H*D)
     return maybe_dropout(row_parallel(l.o_proj, merged, l.o_bias), s_.dropout, training_);
   }
@@ -214,7 +214,6 @@ class LlamaModel : public CausalLm {
 
   LlamaSpec s_;
   tp::Group tp_;               // this rank's tensor-parallel group (size 1: none)
-  sp::Group seq_;              // this rank's sequence-parallel group (size 1: none)
   int64_t matmul_params_ = 0;  // the N of 6N: all but an untied input embedding
   at::Tensor embed_;           // (V, C); (V/T, C) under tensor parallelism, as lm_head_
   std::vector<Layer> layers_;  // L
@@ -303,21 +302,6 @@ void check_tensor_parallel(const LlamaSpec& s, const loom::tensor_parallel::Grou
   require(s.dropout == 0.0, s.component + ": dropout = " + std::to_string(s.dropout) +
                                 " with [distributed] tensor_parallel > 1 would draw the same masks on every rank's "
                                 "heads; set dropout = 0 (tensor-parallel dropout is not built yet)");
-}
-
-// Each rank attends with 1/S of the heads its tensor piece holds.
-void check_sequence_parallel(const LlamaSpec& s, const tp::Group& g, const sp::Group& seq) {
-  if (!seq.split()) return;
-  const auto divides = [&](int64_t n, const char* what) {
-    require((n / g.size) % seq.size == 0,
-            s.component + ": " + what + " = " + std::to_string(n) + (g.split() ? " / tensor_parallel" : "") +
-                " is not a multiple of [distributed] sequence_parallel = " + std::to_string(seq.size) +
-                "; choose a sequence_parallel that divides it");
-  };
-  divides(s.n_head, "the query heads (n_head)");  // key/value heads are repeated when S does not divide them
-  require(s.dropout == 0.0, s.component + ": dropout = " + std::to_string(s.dropout) +
-                                " with [distributed] sequence_parallel > 1 would draw the same masks on every rank's "
-                                "piece; set dropout = 0 (sequence-parallel dropout is not built yet)");
 }
 
 }  // namespace
