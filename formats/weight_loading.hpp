@@ -13,6 +13,7 @@
 
 #include "hf_folder.hpp"
 #include "peft_adapter.hpp"
+#include "tensor_split.hpp"
 
 namespace loom::formats {
 
@@ -62,28 +63,26 @@ class PeftWeightSource final : public WeightSource {
 
 // Tensor parallelism ([distributed] tensor_parallel = size): a rank holds piece `rank` of
 // `size` equal pieces of each split parameter, so what it loads of such a name is that piece of
-// the stored tensor (split_dims: parameter name -> dimension). Other names pass through whole;
-// a stored tensor that does not divide goes through whole too, and loading then reports its
-// shape as mismatched.
+// the stored tensor (tensor_split.hpp). Other names pass through whole; a stored tensor that
+// does not divide goes through whole too, and loading then reports its shape as mismatched.
 class TensorPieceSource final : public WeightSource {
  public:
-  TensorPieceSource(const WeightSource& whole, std::map<std::string, int64_t> split_dims, int64_t rank, int64_t size)
-      : whole_(whole), split_dims_(std::move(split_dims)), rank_(rank), size_(size) {}
+  TensorPieceSource(const WeightSource& whole, TensorSplits splits, int64_t rank, int64_t size)
+      : whole_(whole), splits_(std::move(splits)), rank_(rank), size_(size) {}
   std::string where() const override { return whole_.where(); }
   std::vector<std::string> names() const override { return whole_.names(); }
   bool has(const std::string& name) const override { return whole_.has(name); }
   at::Tensor view(const std::string& name) const override {
     const at::Tensor t = whole_.view(name);
-    const auto it = split_dims_.find(name);
-    if (it == split_dims_.end() || it->second < 0 || it->second >= t.dim() || t.size(it->second) % size_ != 0) return t;
-    const int64_t piece = t.size(it->second) / size_;
-    return t.narrow(it->second, rank_ * piece, piece);
+    const auto it = splits_.find(name);
+    if (it == splits_.end() || !splits_evenly(t, it->second, size_)) return t;
+    return piece_of(t, it->second, rank_, size_, name);
   }
   void done(const std::string& name) const override { whole_.done(name); }
 
  private:
   const WeightSource& whole_;
-  std::map<std::string, int64_t> split_dims_;
+  TensorSplits splits_;
   int64_t rank_, size_;
 };
 

@@ -16,6 +16,7 @@ std::vector<ModelParam> ModelInstance::params() {
     view.struct_size = sizeof(view);
     view.unit = -1;       // a plugin older than ABI 1.5 leaves it
     view.split_dim = -1;  // older than 1.10
+    view.split_blocks = 1;  // older than 1.12
     check(vt_.param_get(handle_, i, &view), "param_get");
     if (view.name == nullptr || view.tensor == nullptr)
       throw runtime_failure(where() + ": parameter " + std::to_string(i) + " has no name or tensor");
@@ -23,8 +24,11 @@ std::vector<ModelParam> ModelInstance::params() {
     if (view.split_dim < -1 || (t.defined() && view.split_dim >= t.dim()))
       throw runtime_failure(where() + ": parameter " + view.name + " says it is split along dimension " +
                             std::to_string(view.split_dim) + " of a tensor with " + std::to_string(t.dim()));
+    if (view.split_blocks < 1 || (t.defined() && view.split_dim >= 0 && t.size(view.split_dim) % view.split_blocks != 0))
+      throw runtime_failure(where() + ": parameter " + view.name + " says its split dimension holds " +
+                            std::to_string(view.split_blocks) + " blocks, which do not divide it");
     out.push_back({view.name, &tensor(view.tensor), view.flags, view.unit, frozen_.count(view.name) > 0,
-                   view.split_dim});
+                   {view.split_dim, view.split_dim >= 0 ? view.split_blocks : 1}});
   }
   return out;
 }

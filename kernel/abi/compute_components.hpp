@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "abi/instance.hpp"
+#include "tensor_split.hpp"
 
 namespace loom {
 
@@ -35,7 +36,9 @@ struct ModelParam {
   uint32_t flags;
   int64_t unit = -1;   // the layer it belongs to (ABI 1.5), or -1
   bool frozen = false; // does not train ([model] freeze, [lora]): outside the flat buffers
-  int64_t split_dim = -1;  // cut along it across the tensor-parallel group (ABI 1.10), or -1: whole
+  // How it is cut across the tensor-parallel group (ABI 1.10 split_dim, 1.12 split_blocks);
+  // split.dim -1: whole on every rank.
+  formats::TensorSplit split;
 };
 
 class ModelInstance : public Instance<loom_model_vtable, loom_model> {

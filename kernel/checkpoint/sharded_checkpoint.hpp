@@ -13,7 +13,7 @@
 //
 // A tensor-parallel run ([distributed] tensor_parallel = T) with a shard mode writes one such
 // set per tensor rank, tensor-<t>/rank-<R>/, each over its own pieces; every part's metadata
-// also has "tensor_parallel": {"size", "rank", "split": {parameter: dimension}}. Reading joins
+// also has "tensor_parallel": {"size", "rank", "split": {parameter: dimension or {"dim", "blocks"}}}. Reading joins
 // the T sets into whole tensors (tensor_pieces.hpp), so such a checkpoint reads like any other.
 #pragma once
 

@@ -3,26 +3,6 @@
 #include <stdexcept>
 
 namespace loom {
-namespace {
-
-// The pieces of one parameter side by side along dim, once every piece is known to fit.
-at::Tensor join_along(const std::vector<at::Tensor>& pieces, int64_t dim, const std::string& name) {
-  const at::Tensor& first = pieces.front();
-  if (dim < 0 || dim >= first.dim())
-    throw std::runtime_error("\"" + name + "\" is split along dimension " + std::to_string(dim) +
-                             ", which its shape does not have");
-  for (const at::Tensor& piece : pieces) {
-    if (piece.dim() != first.dim() || piece.scalar_type() != first.scalar_type())
-      throw std::runtime_error("the pieces of \"" + name + "\" differ in rank or dtype");
-    for (int64_t d = 0; d < first.dim(); ++d)
-      if (d != dim && piece.size(d) != first.size(d))
-        throw std::runtime_error("the pieces of \"" + name + "\" differ in dimension " + std::to_string(d));
-  }
-  return at::cat(pieces, dim);
-}
-
-}  // namespace
-
 int64_t json_integer(const nlohmann::json& value, const std::string& what) {
   if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
     throw std::runtime_error(what + " is out of range");
@@ -37,8 +17,31 @@ std::vector<int64_t> json_integers(const nlohmann::json& values, const std::stri
   return out;
 }
 
+nlohmann::json splits_json(const formats::TensorSplits& splits) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, split] : splits)
+    out[name] = split.blocks == 1 ? nlohmann::json(split.dim) : nlohmann::json{{"dim", split.dim}, {"blocks", split.blocks}};
+  return out;
+}
+
+formats::TensorSplits splits_from_json(const nlohmann::json& split) {
+  if (!split.is_object()) throw std::runtime_error("the split is not an object of parameters");
+  formats::TensorSplits out;
+  for (const auto& [name, how] : split.items()) {
+    formats::TensorSplit& s = out[name];
+    if (how.is_object()) {
+      s.dim = json_integer(how.at("dim"), "the split dimension of " + name);
+      s.blocks = json_integer(how.at("blocks"), "the split blocks of " + name);
+    } else {
+      s.dim = json_integer(how, "the split dimension of " + name);
+    }
+    if (s.dim < 0 || s.blocks < 1) throw std::runtime_error("the split of " + name + " is " + how.dump());
+  }
+  return out;
+}
+
 at::Tensor join_flat_pieces(const std::vector<at::Tensor>& flats, const std::vector<SegmentShape>& segments,
-                            const std::map<std::string, int64_t>& split) {
+                            const formats::TensorSplits& split) {
   if (flats.empty()) throw std::runtime_error("no pieces to join");
   for (const at::Tensor& flat : flats)
     if (flat.dim() != 1 || flat.scalar_type() != flats.front().scalar_type())
@@ -62,7 +65,7 @@ at::Tensor join_flat_pieces(const std::vector<at::Tensor>& flats, const std::vec
     }
     std::vector<at::Tensor> pieces;
     for (const at::Tensor& flat : flats) pieces.push_back(flat.narrow(0, seg.offset, seg.numel).view(seg.shape));
-    whole.push_back(join_along(pieces, it->second, seg.name).reshape({-1}));
+    whole.push_back(formats::join_pieces(pieces, it->second, seg.name).reshape({-1}));
   }
   if (whole.empty()) return flats.front().new_empty({0});
   return at::cat(whole);
@@ -72,9 +75,7 @@ namespace {
 
 TensorsByName join_sets(const std::vector<TensorsByName>& sets, const nlohmann::json& metadata) {
   if (sets.empty()) throw std::runtime_error("no tensor rank's parts");
-  std::map<std::string, int64_t> split;
-  for (const auto& [name, dim] : metadata.at("tensor_parallel").at("split").items())
-    split[name] = json_integer(dim, "the split dimension of " + name);
+  const formats::TensorSplits split = splits_from_json(metadata.at("tensor_parallel").at("split"));
   const nlohmann::json& layout = metadata.at("shard");
   std::map<std::string, std::vector<SegmentShape>> elementwise;  // "optimizer/<state>" -> its group's segments
   const nlohmann::json& groups = layout.at("groups");
@@ -101,7 +102,7 @@ TensorsByName join_sets(const std::vector<TensorsByName>& sets, const nlohmann::
   TensorsByName out = sets.front();
   for (auto& [name, t] : out) {
     if (name.rfind("model/", 0) == 0) {
-      if (const auto it = split.find(name.substr(6)); it != split.end()) t = join_along(pieces_of(name), it->second, name);
+      if (const auto it = split.find(name.substr(6)); it != split.end()) t = formats::join_pieces(pieces_of(name), it->second, name);
       continue;
     }
     if (const auto it = elementwise.find(name); it != elementwise.end())

@@ -3,7 +3,8 @@
 // run gathers its pieces before an unsharded save (train/tensor_parallel_checkpoint.cpp) and
 // when a reader joins the T sets of parts of a sharded save (sharded_checkpoint.cpp).
 //
-// A split parameter is its pieces side by side along its split dimension. An elementwise
+// A split parameter is its pieces joined along its split dimension (formats/tensor_split.hpp:
+// side by side, or block by block for a fused q/k/v). An elementwise
 // optimizer state is a flat buffer laid out as its group's segments; every rank's buffer has
 // the same segments (only split ones are smaller, by T), so the whole one is built segment by
 // segment: a split segment from every rank's piece, a whole one from rank 0's.
@@ -15,6 +16,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "tensor_split.hpp"
 
 namespace loom {
 
@@ -29,10 +32,16 @@ struct SegmentShape {
 int64_t json_integer(const nlohmann::json& value, const std::string& what);
 std::vector<int64_t> json_integers(const nlohmann::json& values, const std::string& what);
 
-// split: parameter name -> the dimension its pieces are cut along (absent: whole). Throws
-// std::runtime_error when a segment does not fit the buffers or its shape.
+// The splits as a checkpoint's metadata keeps them ("tensor_parallel" "split"): parameter ->
+// its dimension, or {"dim", "blocks"} for a split in blocks; and back, refusing (std::runtime_error)
+// anything else.
+nlohmann::json splits_json(const formats::TensorSplits& splits);
+formats::TensorSplits splits_from_json(const nlohmann::json& split);
+
+// split: how each split parameter is cut (absent: whole). Throws std::runtime_error when a
+// segment does not fit the buffers or its shape.
 at::Tensor join_flat_pieces(const std::vector<at::Tensor>& flats, const std::vector<SegmentShape>& segments,
-                            const std::map<std::string, int64_t>& split);
+                            const formats::TensorSplits& split);
 
 using TensorsByName = std::map<std::string, at::Tensor>;
 

@@ -238,8 +238,8 @@ const HostTable<DistributedSettings>& distributed_table() {
        option("tensor_parallel", &S::tensor_parallel,
               "Ranks per tensor-parallel group (Megatron-LM's layout): each holds 1/T of every attention head "
               "set, MLP width and vocabulary of the model and sees the same batches; the world size must be a "
-              "multiple of it, and data parallelism (with shard) runs over the rest. Models: llama and "
-              "hf_causal_lm (Llama family). Checkpoints, sharded or not, and [export] hold whole tensors and "
+              "multiple of it, and data parallelism (with shard) runs over the rest. Models: llama, gpt and "
+              "hf_causal_lm (Llama family and GPT-2). Checkpoints, sharded or not, and [export] hold whole tensors and "
               "resume on any layout; [lora] adapters follow the split. Not yet with dropout. README \"Tensor "
               "parallelism\".",
               {at_least<int64_t>(1)}),

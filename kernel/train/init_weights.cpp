@@ -91,13 +91,13 @@ void init_model_weights(ModelInstance& model, const ModelInitSettings& settings,
                           "valid Loom checkpoint (" + why + "); name one of them");
     // An adapter folder fills the adapters; other sources the base, and adapters they happen to hold.
     std::vector<std::pair<std::string, at::Tensor>> params;
-    std::map<std::string, int64_t> split_dims;  // tensor parallelism: this rank loads its pieces
+    formats::TensorSplits splits;  // tensor parallelism: this rank loads its pieces
     for (const ModelParam& p : model.params()) {
       const bool adapter = (p.flags & LOOM_PARAM_FLAG_ADAPTER) != 0;
       if (adapter_folder ? adapter : !adapter || source->has(p.name)) params.emplace_back(p.name, *p.tensor);
-      if (p.split_dim >= 0) split_dims[p.name] = p.split_dim;
+      if (p.split.dim >= 0) splits[p.name] = p.split;
     }
-    const formats::TensorPieceSource pieces(*source, std::move(split_dims), model.run().tensor_parallel_rank,
+    const formats::TensorPieceSource pieces(*source, std::move(splits), model.run().tensor_parallel_rank,
                                             model.run().tensor_parallel_size);
     const formats::LoadReport report = formats::load_weights(pieces, params, rules);
     spdlog::info("{}: loaded {} tensors ({})", where, report.loaded, report.summary());

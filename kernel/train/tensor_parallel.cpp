@@ -6,7 +6,7 @@ namespace loom {
 
 void TensorParallel::check_model_splits(const std::vector<ModelParam>& params, const std::string& model, int tensor) {
   for (const ModelParam& p : params)
-    if (p.split_dim >= 0) return;
+    if (p.split.dim >= 0) return;
   throw usage_failure("[distributed] tensor_parallel = " + std::to_string(tensor) + ": model " + model +
                       " split none of its parameters (loom/tensor_parallel.hpp), so every rank would train the whole "
                       "model; use a model that declares a tensor-parallel layout (llama, hf_causal_lm) or "
@@ -16,7 +16,7 @@ void TensorParallel::check_model_splits(const std::vector<ModelParam>& params, c
 std::set<std::string> TensorParallel::whole_params(const std::vector<ModelParam>& params) {
   std::set<std::string> out;
   for (const ModelParam& p : params)
-    if (p.split_dim < 0) out.insert(p.name);
+    if (p.split.dim < 0) out.insert(p.name);
   return out;
 }
 

@@ -9,22 +9,24 @@ namespace {
 
 const std::string kModel = "model/", kOptimizer = "optimizer/";
 
-std::map<std::string, int64_t> split_dims(Pipeline& p) {
-  std::map<std::string, int64_t> out;
+formats::TensorSplits splits_of(Pipeline& p) {
+  formats::TensorSplits out;
   for (const ModelParam& param : p.model.params())
-    if (param.split_dim >= 0) out[param.name] = param.split_dim;
+    if (param.split.dim >= 0) out[param.name] = param.split;
   return out;
 }
 
-// The group's pieces of `piece`, side by side along dim, in rank order.
-at::Tensor gather_along(const at::Tensor& piece, int64_t dim, Communicator& group) {
-  const at::Tensor rows = piece.movedim(dim, 0).contiguous();
-  std::vector<int64_t> shape = rows.sizes().vec();
-  shape[0] *= group.world_size();
-  at::Tensor all = at::empty(shape, rows.options());
-  all.narrow(0, group.rank() * rows.size(0), rows.size(0)).copy_(rows);
+// The group's pieces of `piece` (every rank's, in rank order) made whole.
+at::Tensor gather_whole(const at::Tensor& piece, const formats::TensorSplit& split, Communicator& group,
+                        const std::string& name) {
+  const int64_t ranks = group.world_size();
+  const at::Tensor flat = piece.contiguous().reshape({-1});
+  at::Tensor all = at::empty({ranks * flat.numel()}, flat.options());
+  all.narrow(0, group.rank() * flat.numel(), flat.numel()).copy_(flat);
   group.allgather_chunks(all);
-  return all.movedim(0, dim).contiguous();
+  std::vector<at::Tensor> pieces;
+  for (const at::Tensor& chunk : all.chunk(ranks)) pieces.push_back(chunk.view(piece.sizes()));
+  return formats::join_pieces(pieces, split, name);
 }
 
 // Which optimizer state follows which group of the flat buffers, by tensor name.
@@ -38,27 +40,28 @@ std::map<std::string, size_t> elementwise_states(Pipeline& p) {
 }  // namespace
 
 void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group) {
-  const auto split = split_dims(p);
+  const auto split = splits_of(p);
   const auto states = elementwise_states(p);
   const auto tables = p.flat.segment_tables();
+  const formats::TensorSplit stacked{0, 1};  // flat buffers, one per rank
   for (auto& [name, t] : s.tensors) {
     if (name.rfind(kModel, 0) == 0) {
       if (const auto it = split.find(name.substr(kModel.size())); it != split.end())
-        t = gather_along(t, it->second, tensor_group);
+        t = gather_whole(t, it->second, tensor_group, name);
       continue;
     }
     const auto group = states.find(name);
     if (group == states.end()) continue;
     std::vector<SegmentShape> segments;
     for (const auto& seg : tables.at(group->second)) segments.push_back({seg.name, seg.offset, seg.numel, seg.shape});
-    t = join_flat_pieces(gather_along(t.unsqueeze(0), 0, tensor_group).unbind(0), segments, split);
+    t = join_flat_pieces(gather_whole(t.unsqueeze(0), stacked, tensor_group, name).unbind(0), segments, split);
   }
 }
 
 std::map<std::string, at::Tensor> gather_split_params(Pipeline& p, Communicator& tensor_group) {
   std::map<std::string, at::Tensor> out;
   for (const ModelParam& param : p.model.params())
-    if (param.split_dim >= 0) out[param.name] = gather_along(param.tensor->detach(), param.split_dim, tensor_group);
+    if (param.split.dim >= 0) out[param.name] = gather_whole(param.tensor->detach(), param.split, tensor_group, param.name);
   return out;
 }
 
@@ -70,8 +73,8 @@ void use_whole_frozen_checksum(Pipeline& p, Communicator& tensor_group) {
   for (ModelParam& param : params) {
     if (!param.frozen) continue;
     frozen.insert(param.name);
-    if (param.split_dim < 0) continue;
-    whole.push_back(gather_along(param.tensor->detach(), param.split_dim, tensor_group));
+    if (param.split.dim < 0) continue;
+    whole.push_back(gather_whole(param.tensor->detach(), param.split, tensor_group, param.name));
     param.tensor = &whole.back();
   }
   if (frozen.empty()) return;
@@ -80,20 +83,19 @@ void use_whole_frozen_checksum(Pipeline& p, Communicator& tensor_group) {
 }
 
 nlohmann::json tensor_parallel_part(Pipeline& p, int tensor_rank, int tensor_size) {
-  return {{"size", tensor_size}, {"rank", tensor_rank}, {"split", split_dims(p)}};
+  return {{"size", tensor_size}, {"rank", tensor_rank}, {"split", splits_json(splits_of(p))}};
 }
 
 LoadedCheckpoint cut_into_pieces(const LoadedCheckpoint& whole, Pipeline& p, int tensor_rank, int tensor_size,
                                  const std::string& origin) {
-  const auto split = split_dims(p);
+  const auto split = splits_of(p);
   const auto states = elementwise_states(p);
   const auto tables = p.flat.segment_tables();
-  const auto piece_of = [&](const at::Tensor& t, int64_t dim, const std::string& name) {
-    if (dim >= t.dim() || t.size(dim) % tensor_size != 0)
+  const auto piece_of = [&](const at::Tensor& t, const formats::TensorSplit& cut, const std::string& name) {
+    if (!formats::splits_evenly(t, cut, tensor_size))
       throw runtime_failure(origin + ": \"" + name + "\" cannot be cut into " + std::to_string(tensor_size) +
-                            " pieces along dimension " + std::to_string(dim) + "; resume with the manifest that wrote it");
-    const int64_t n = t.size(dim) / tensor_size;
-    return t.narrow(dim, tensor_rank * n, n).contiguous();
+                            " pieces along dimension " + std::to_string(cut.dim) + "; resume with the manifest that wrote it");
+    return formats::piece_of(t, cut, tensor_rank, tensor_size, name);
   };
   LoadedCheckpoint out = whole;
   for (auto& [name, t] : out.tensors) {
@@ -108,7 +110,7 @@ LoadedCheckpoint cut_into_pieces(const LoadedCheckpoint& whole, Pipeline& p, int
     for (const auto& seg : tables.at(group->second)) {
       const auto it = split.find(seg.name);
       std::vector<int64_t> shape = seg.shape;
-      if (it != split.end()) shape[static_cast<size_t>(it->second)] *= tensor_size;
+      if (it != split.end()) shape[static_cast<size_t>(it->second.dim)] *= tensor_size;
       const int64_t numel = seg.numel * (it == split.end() ? 1 : tensor_size);
       if (t.dim() != 1 || offset + numel > t.numel())
         throw runtime_failure(origin + ": \"" + name + "\" holds " + std::to_string(t.numel()) +

@@ -35,7 +35,7 @@ void use_whole_frozen_checksum(Pipeline& p, Communicator& tensor_group);
 
 // What each part of a sharded save of a tensor-parallel run says of the split, under the
 // metadata key "tensor_parallel" (checkpoint/sharded_checkpoint.hpp): {"size", "rank",
-// "split": {parameter: dimension}}.
+// "split": {parameter: dimension, or {"dim", "blocks"}}} (checkpoint/tensor_pieces.hpp).
 nlohmann::json tensor_parallel_part(Pipeline& p, int tensor_rank, int tensor_size);
 
 // Every split parameter whole, by name; every rank of the tensor group calls it.

@@ -76,6 +76,22 @@ inline Logged train(const std::string& m, const std::string& name, const Layout&
   return out;
 }
 
+// Steps 11 to 20 of a run.
+inline std::vector<double> after_step_10(const Logged& run) {
+  return std::vector<double>(run.loss.begin() + 10, run.loss.end());
+}
+
+// The losses of steps 11 to 20 of run `name` on layout `at`, resumed from run `from`'s step-10
+// checkpoint (both in m's folder).
+inline std::vector<double> resumed_losses(const std::string& m, const std::string& name, const Layout& at,
+                                          const std::string& from, const std::string& extra = "") {
+  const fs::path dir = fs::path(m).parent_path();
+  train_steps(m, name, at, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string() + extra);
+  const Logged out = logged(dir / name);
+  REQUIRE(out.loss.size() == 10);
+  return out.loss;
+}
+
 inline void check_close(const std::vector<double>& expected, const std::vector<double>& actual, double tolerance) {
   REQUIRE(expected.size() == actual.size());
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -113,6 +129,19 @@ inline void check_tensors_close(const std::map<std::string, at::Tensor>& expecte
     const at::Tensor& got = actual.at(name);
     REQUIRE(got.sizes() == want.sizes());
     CHECK((got - want).norm().item<double>() <= tolerance * want.norm().item<double>() + 1e-7);
+  }
+}
+
+// A checkpoint's tensors read whole: every one of `expected` (one process's), of its shape and
+// within 1e-3 of its largest value (the runs' rounding differs; the layout may not).
+inline void check_whole_like(const std::map<std::string, at::Tensor>& expected,
+                             const std::map<std::string, at::Tensor>& actual) {
+  REQUIRE(actual.size() == expected.size());
+  for (const auto& [name, t] : expected) {
+    CAPTURE(name);
+    REQUIRE(actual.count(name));
+    REQUIRE(actual.at(name).sizes() == t.sizes());
+    CHECK((actual.at(name) - t).abs().max().item<double>() <= 1e-3 * (t.abs().max().item<double>() + 1e-3));
   }
 }
 

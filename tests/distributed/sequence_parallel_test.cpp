@@ -107,13 +107,8 @@ TEST_CASE("a sequence-parallel checkpoint resumes bit for bit on its layout and 
   CHECK_MESSAGE(exported.code == 0, exported.err);
 
   const auto resumed = [&](const std::string& name, const Layout& at, const std::string& from,
-                           const std::string& extra = "") {
-    train_steps(m, name, at, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string() + extra);
-    const Logged out = logged(dir / name);
-    REQUIRE(out.loss.size() == 10);  // steps 11 to 20
-    return out.loss;
-  };
-  const auto last = [](const Logged& run) { return std::vector<double>(run.loss.begin() + 10, run.loss.end()); };
+                           const std::string& extra = "") { return resumed_losses(m, name, at, from, extra); };
+  const auto& last = after_step_10;
   CHECK(resumed("r2-from-2", {2, 1, 2}, "u2") == last(two));  // bit for bit
   CHECK(resumed("r4-from-4", {4, 1, 2}, "u4", " --set distributed.shard=optimizer") == last(four));
   check_close(last(one), resumed("r1-from-2", {1}, "u2"), 1e-5);

@@ -93,14 +93,8 @@ TEST_CASE("LoRA adapters follow the split: column- and row-parallel layers adapt
   }
   // Checkpoints keep the checksum of the whole frozen base: they resume on any layout, bit for bit
   // on their own, and export their adapters for PEFT whole.
-  const auto resumed = [&](const std::string& name, const Layout& at) {
-    train_steps(m, name, at, " --set checkpoint.resume=" + (dir / "l2" / "checkpoints" / "step-10").string());
-    const Logged out = logged(dir / name);
-    REQUIRE(out.loss.size() == 10);
-    return out.loss;
-  };
-  CHECK(resumed("r2", {2, 2}) == std::vector<double>(two.loss.begin() + 10, two.loss.end()));
-  check_close(std::vector<double>(one.loss.begin() + 10, one.loss.end()), resumed("r1", {1, 1}), 1e-5);
+  CHECK(resumed_losses(m, "r2", {2, 2}, "l2") == after_step_10(two));
+  check_close(after_step_10(one), resumed_losses(m, "r1", {1, 1}, "l2"), 1e-5);
   const auto peft = run_host("export " + (dir / "l2").string() + " --format peft --out " + (dir / "peft").string());
   CHECK_MESSAGE(peft.code == 0, peft.err);
   CHECK(fs::exists(dir / "peft" / "adapter_model.safetensors"));
@@ -115,9 +109,6 @@ TEST_CASE("what tensor parallelism cannot do yet is refused in one line, with ex
   check_refused(launch2 + "4", "tensor_parallel = 4 does not divide the 2 ranks");
   check_refused(launch2 + "2 --set model.n_kv_head=1", "n_kv_head) = 1 is not a multiple of");
   check_refused(launch2 + "2 --set model.dropout=0.1", "dropout");
-  check_refused("launch --nproc-per-node 2 -- run " + manifest(dir, "[model]\nuse = \"gpt\"\nn_layer = 1\nn_head = 2\nn_embd = 16\nseq_len = 16\n") +
-                    " --set distributed.tensor_parallel=2",
-                "GPT-2's layout does not split");
   check_refused("launch --nproc-per-node 2 -- run " + manifest(dir, "[model]\nuse = \"mlp_lm\"\n") +
                     " --set distributed.tensor_parallel=2",
                 "split none of its parameters");
@@ -142,18 +133,10 @@ TEST_CASE("a tensor-parallel checkpoint holds whole tensors: exact resume on its
   const auto exported = run_host("export " + (dir / "u2").string() + " --dtype fp32 --out " + (dir / "u2-hf").string());
   CHECK_MESSAGE(exported.code == 0, exported.err);
 
-  const auto resumed = [&](const std::string& name, const Layout& at, const std::string& from) {
-    train_steps(m, name, at, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string());
-    const Logged out = logged(dir / name);
-    REQUIRE(out.loss.size() == 10);  // steps 11 to 20
-    return out.loss;
-  };
-  const std::vector<double> last_one(one.loss.begin() + 10, one.loss.end());
-  const std::vector<double> last_two(two.loss.begin() + 10, two.loss.end());
-  CHECK(resumed("r2-from-2", {2, 2}, "u2") == last_two);  // bit for bit
-  check_close(last_one, resumed("r1-from-2", {1, 1}, "u2"), 1e-5);
-  check_close(last_one, resumed("r2-from-1", {2, 2}, "u1"), 1e-5);
-  check_close(last_one, resumed("r2d2-from-2", {4, 2}, "u2"), 1e-5);
+  CHECK(resumed_losses(m, "r2-from-2", {2, 2}, "u2") == after_step_10(two));  // bit for bit
+  check_close(after_step_10(one), resumed_losses(m, "r1-from-2", {1, 1}, "u2"), 1e-5);
+  check_close(after_step_10(one), resumed_losses(m, "r2-from-1", {2, 2}, "u1"), 1e-5);
+  check_close(after_step_10(one), resumed_losses(m, "r2d2-from-2", {4, 2}, "u2"), 1e-5);
 }
 
 TEST_CASE("with a shard mode each tensor rank's replicas write their parts; read whole, resumed on any layout") {
@@ -169,29 +152,14 @@ TEST_CASE("with a shard mode each tensor rank's replicas write their parts; read
   for (const char* part : {"tensor-00000/rank-00000", "tensor-00000/rank-00001", "tensor-00001/rank-00000",
                            "tensor-00001/rank-00001"})
     CHECK(fs::is_directory(saved / part));
-  const auto whole = loom_dist_test::weights(saved);
-  const auto from_one = loom_dist_test::weights(dir / "u1" / "checkpoints" / "step-20");
-  REQUIRE(whole.size() == from_one.size());
-  for (const auto& [name, t] : from_one) {
-    CAPTURE(name);
-    REQUIRE(whole.count(name));
-    CHECK(whole.at(name).sizes() == t.sizes());
-    CHECK((whole.at(name) - t).abs().max().item<double>() <= 1e-3 * (t.abs().max().item<double>() + 1e-3));
-  }
+  check_whole_like(loom_dist_test::weights(dir / "u1" / "checkpoints" / "step-20"), loom_dist_test::weights(saved));
   const auto exported = run_host("export " + (dir / "u4").string() + " --dtype fp32 --out " + (dir / "u4-hf").string());
   CHECK_MESSAGE(exported.code == 0, exported.err);
 
-  const auto resumed = [&](const std::string& name, const Layout& at, const std::string& from, const std::string& extra) {
-    train_steps(m, name, at, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string() + extra);
-    const Logged out = logged(dir / name);
-    REQUIRE(out.loss.size() == 10);
-    return out.loss;
-  };
-  const std::vector<double> last_one(one.loss.begin() + 10, one.loss.end());
-  CHECK(resumed("r4-from-4", {4, 2}, "u4", optimizer) == std::vector<double>(sharded.loss.begin() + 10, sharded.loss.end()));
-  check_close(last_one, resumed("r1-from-4", {1, 1}, "u4", ""), 1e-5);
-  check_close(last_one, resumed("r2-from-4", {2, 2}, "u4", ""), 1e-5);
-  check_close(last_one, resumed("r4p-from-1", {4, 2}, "u1", " --set distributed.shard=parameters"), 1e-5);
+  CHECK(resumed_losses(m, "r4-from-4", {4, 2}, "u4", optimizer) == after_step_10(sharded));  // bit for bit
+  check_close(after_step_10(one), resumed_losses(m, "r1-from-4", {1, 1}, "u4"), 1e-5);
+  check_close(after_step_10(one), resumed_losses(m, "r2-from-4", {2, 2}, "u4"), 1e-5);
+  check_close(after_step_10(one), resumed_losses(m, "r4p-from-1", {4, 2}, "u1", " --set distributed.shard=parameters"), 1e-5);
 }
 
 TEST_CASE("one SGD step on 2 ranks changes every weight as one process does: every gradient within 1e-5") {

@@ -7,7 +7,8 @@
 // 4096 elements each): each segment as model/<name> and each group's elementwise state as a
 // flat buffer of the group's numel, the same for every one of min(size, 3) tensor ranks.
 // Documented refusal: std::runtime_error. A join that succeeds must give every split
-// parameter its pieces' total along the split dimension.
+// parameter its pieces' total along the split dimension, and a split in blocks rank 0's
+// piece of each block at the block's start.
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
@@ -59,12 +60,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<loom::TensorsByName> sets(static_cast<size_t>(ranks), set);
   loom_fuzz::expect_only<std::runtime_error>("join_tensor_sets", [&] {
     const loom::TensorsByName whole = loom::join_tensor_sets(sets, metadata);
-    for (const auto& [name, dim] : metadata.at("tensor_parallel").at("split").items()) {
+    for (const auto& [name, split] : loom::splits_from_json(metadata.at("tensor_parallel").at("split"))) {
       const auto it = whole.find("model/" + name);
       if (it == whole.end()) continue;
       const at::Tensor& piece = set.at("model/" + name);
-      if (it->second.size(dim.get<int64_t>()) != piece.size(dim.get<int64_t>()) * ranks)
+      if (it->second.size(split.dim) != piece.size(split.dim) * ranks)
         loom_fuzz::finding("\"" + name + "\" joined to the wrong size");
+      if (split.blocks > 1) {  // each block's first piece comes from rank 0: block b starts at b * len / blocks
+        const int64_t n = piece.size(split.dim) / split.blocks, len = it->second.size(split.dim);
+        for (int64_t b = 0; b < split.blocks; ++b)
+          if (!it->second.narrow(split.dim, b * len / split.blocks, n).equal(piece.narrow(split.dim, b * n, n)))
+            loom_fuzz::finding("\"" + name + "\" block " + std::to_string(b) + " joined out of place");
+      }
     }
     loom_fuzz::keep(whole.size());
   });

@@ -1,12 +1,15 @@
 // common.hpp: what the `gpt` and `llama` components share besides attention: option checks,
-// the batch check (length and token range) and the training FLOPs estimate. Header-only, in
+// the batch check (length and token range), the row-parallel sum and the training FLOPs estimate. Header-only, in
 // the plugin-local namespace loom_gpt.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <loom/plugin.hpp>
+#include <loom/tensor_parallel.hpp>
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 namespace loom_gpt {
 
@@ -62,6 +65,30 @@ inline void check_batch(const char* component, const at::Tensor& inputs, const a
                       ", position " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(vocab) +
                       "); raise model.vocab_size or check the dataset's tokens");
   }
+}
+
+// Under tensor parallelism every count the group cuts (heads, hidden units, vocabulary) must
+// divide evenly, and dropout is refused (every rank would draw the same masks for its own
+// heads). counts: (value, what it is, as "the heads (n_head)"). Throws a loom::Error naming
+// the component.
+inline void check_tensor_split(const std::string& component, const loom::tensor_parallel::Group& g,
+                               std::initializer_list<std::pair<int64_t, const char*>> counts, double dropout) {
+  if (!g.split()) return;
+  for (const auto& [n, what] : counts)
+    require(n % g.size == 0, component + ": " + what + " = " + std::to_string(n) + " is not a multiple of " +
+                                 "[distributed] tensor_parallel = " + std::to_string(g.size) +
+                                 "; choose a tensor_parallel that divides it");
+  require(dropout == 0.0, component + ": dropout = " + std::to_string(dropout) +
+                              " with [distributed] tensor_parallel > 1 would draw the same masks on every rank's "
+                              "heads; set dropout = 0 (tensor-parallel dropout is not built yet)");
+}
+
+// A row-parallel layer's output (loom/tensor_parallel.hpp) from this rank's product without
+// its bias: summed over the group, then the whole bias (which may be undefined) added once.
+inline at::Tensor row_parallel_sum(const at::Tensor& partial, const at::Tensor& bias,
+                                   const loom::tensor_parallel::Group& group) {
+  const at::Tensor y = loom::tensor_parallel::leave(partial, group);
+  return bias.defined() ? y + bias : y;
 }
 
 // Training FLOPs per token (forward + backward): 6 N for the weight matrix products plus

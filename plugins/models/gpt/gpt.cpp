@@ -9,6 +9,12 @@
 // It is deliberately not a general transformer: no fused kernels; generation (decode,
 // kv_cache.hpp) keeps every position's keys and values.
 //
+// Tensor parallelism ([distributed] tensor_parallel = T, loom/tensor_parallel.hpp) in
+// Megatron-LM's layout: c_attn and c_fc column-parallel (c_attn's q, k and v are three blocks,
+// each cut T ways, so a rank holds its H/T heads of each: split_blocks 3), both c_proj
+// row-parallel with their biases whole, added once after the sum; wte cut along the
+// vocabulary for the lookup and the tied output layer alike; wpe and the LayerNorms whole.
+//
 // Shapes: B = batch, T = sequence, C = channels (n_embd), H = heads, D = head dim (C / H),
 // F = MLP width (n_inner), L = n_layer, V = vocab_size, P = position table rows (n_positions).
 #include "gpt.hpp"
@@ -27,6 +33,7 @@
 namespace loom_gpt {
 
 namespace sp = loom::sequence_parallel;
+namespace tp = loom::tensor_parallel;
 namespace {
 
 constexpr uint32_t kNoDecay = LOOM_PARAM_FLAG_NO_DECAY;
@@ -53,21 +60,24 @@ struct Block {
   loom::AdaptedLinear attn_proj;         // (C, C)
   at::Tensor attn_proj_b;                // (C)
   at::Tensor ln_2_w, ln_2_b;             // (C), (C)
-  loom::AdaptedLinear c_fc;              // (C, 4C)
-  at::Tensor c_fc_b;                     // (4C)
-  loom::AdaptedLinear mlp_proj;          // (4C, C)
+  loom::AdaptedLinear c_fc;              // (C, F)
+  at::Tensor c_fc_b;                     // (F)
+  loom::AdaptedLinear mlp_proj;          // (F, C)
   at::Tensor mlp_proj_b;                 // (C)
+  // Under tensor parallelism c_attn and its bias hold (C, 3C/T) and (3C/T), c_fc and its
+  // bias (C, F/T) and (F/T), the c_proj weights (C/T, C) and (F/T, C).
 };
 
 class GptModel : public CausalLm {
  public:
-  GptModel(const GptSpec& spec, const loom::Context& ctx) : s_(spec) {
-    require(ctx.tensor_parallel_size <= 1,
-            s_.component + ": GPT-2's layout does not split over [distributed] tensor_parallel yet (its fused c_attn "
-                           "would need per-rank q/k/v pieces); use llama or hf_causal_lm with a Llama-family folder, "
-                           "or tensor_parallel = 1");
+  GptModel(const GptSpec& spec, const loom::Context& ctx) : s_(spec), tp_(ctx) {
     check_gpt_spec(s_);
-    set_sequence_parallel(loom::sequence_parallel::Group(ctx), s_.component, s_.n_head, s_.dropout);
+    check_tensor_split(s_.component, tp_,
+                       {{s_.n_head, "the heads (n_head)"}, {s_.n_inner, "the MLP width (n_inner)"},
+                        {s_.vocab_size, "the vocabulary (vocab_size)"}},
+                       s_.dropout);
+    set_tensor_parallel(tp_);
+    set_sequence_parallel(loom::sequence_parallel::Group(ctx), s_.component, s_.n_head / tp_.size, s_.dropout);
     const int64_t V = s_.vocab_size, C = s_.n_embd, F = s_.n_inner, L = s_.n_layer;
     // Own generator: initialization depends on the run seed only, not on what ran before.
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(s_.seed);
@@ -83,16 +93,22 @@ class GptModel : public CausalLm {
       matmul_params_ += init.numel();
       return add_param(n, std::move(init), flags);
     };
-    // A Conv1D weight (in, out), with a LoRA adapter when [lora] targets the module.
-    const auto conv1d_weight = [&](const std::string& module, at::Tensor init) {
+    // A Conv1D weight (in, out), with a LoRA adapter when [lora] targets the module, cut along
+    // `split` (1: its outputs, 0: its inputs; `blocks` as add_split_param) under tensor parallelism.
+    const auto conv1d_weight = [&](const std::string& module, at::Tensor init, int64_t split, int64_t blocks = 1) {
       matmul_params_ += init.numel();
-      return add_linear(module, std::move(init), 0, ctx, loom::WeightLayout::in_out);
+      return add_split_linear(module, init, split, ctx, loom::WeightLayout::in_out, blocks);
     };
-    const auto bias = [&](const std::string& n, int64_t size) {  // zeros, or none when bias = false
-      return s_.bias ? param(n, filled({size}, 0.0), kNoDecay) : at::Tensor();
+    // Zeros, or none when bias = false; a column-parallel layer's is cut with it (split 0).
+    const auto bias = [&](const std::string& n, int64_t size, int64_t split = -1, int64_t blocks = 1) {
+      if (!s_.bias) return at::Tensor();
+      if (split < 0) return param(n, filled({size}, 0.0), kNoDecay);
+      matmul_params_ += size;
+      return add_split_param(n, filled({size}, 0.0), split, ctx, kNoDecay, blocks);
     };
 
-    wte_ = param("transformer.wte.weight", normal({V, C}, s_.init_std), kNoDecay);  // (V, C), also the output layer
+    matmul_params_ += V * C;  // (V, C) or its (V/T, C) piece; also the output layer
+    wte_ = add_split_param("transformer.wte.weight", normal({V, C}, s_.init_std), 0, ctx, kNoDecay);
     wpe_ = add_param("transformer.wpe.weight", normal({s_.n_positions, C}, s_.init_std), kNoDecay);  // (P, C), lookup
     for (int64_t i = 0; i < L; ++i) {
       const std::string p = "transformer.h." + std::to_string(i) + ".";
@@ -100,15 +116,15 @@ class GptModel : public CausalLm {
       Block b;
       b.ln_1_w = param(p + "ln_1.weight", filled({C}, 1.0), kNoDecay);
       b.ln_1_b = bias(p + "ln_1.bias", C);
-      b.c_attn = conv1d_weight(p + "attn.c_attn", normal({C, 3 * C}, s_.init_std));
-      b.c_attn_b = bias(p + "attn.c_attn.bias", 3 * C);
-      b.attn_proj = conv1d_weight(p + "attn.c_proj", normal({C, C}, proj_std));
+      b.c_attn = conv1d_weight(p + "attn.c_attn", normal({C, 3 * C}, s_.init_std), 1, 3);
+      b.c_attn_b = bias(p + "attn.c_attn.bias", 3 * C, 0, 3);
+      b.attn_proj = conv1d_weight(p + "attn.c_proj", normal({C, C}, proj_std), 0);
       b.attn_proj_b = bias(p + "attn.c_proj.bias", C);
       b.ln_2_w = param(p + "ln_2.weight", filled({C}, 1.0), kNoDecay);
       b.ln_2_b = bias(p + "ln_2.bias", C);
-      b.c_fc = conv1d_weight(p + "mlp.c_fc", normal({C, F}, s_.init_std));
-      b.c_fc_b = bias(p + "mlp.c_fc.bias", F);
-      b.mlp_proj = conv1d_weight(p + "mlp.c_proj", normal({F, C}, proj_std));
+      b.c_fc = conv1d_weight(p + "mlp.c_fc", normal({C, F}, s_.init_std), 1);
+      b.c_fc_b = bias(p + "mlp.c_fc.bias", F, 0);
+      b.mlp_proj = conv1d_weight(p + "mlp.c_proj", normal({F, C}, proj_std), 0);
       b.mlp_proj_b = bias(p + "mlp.c_proj.bias", C);
       blocks_.push_back(b);
       end_unit();
@@ -134,7 +150,7 @@ class GptModel : public CausalLm {
     const double eps = s_.layer_norm_eps;
     const at::Tensor positions = layout.positions.defined() ? layout.positions
                                                             : at::arange(inputs.size(1), inputs.options());  // (B, T) or (T)
-    at::Tensor x = at::embedding(wte_, inputs) + at::embedding(wpe_, positions);  // (B, T, C)
+    at::Tensor x = tp::embedding(wte_, inputs, tp_) + at::embedding(wpe_, positions);  // (B, T, C)
     x = maybe_dropout(x, s_.dropout, training_);
     for (size_t i = 0; i < blocks_.size(); ++i) {
       // By value: a recomputed block runs again in backward, after this call has returned.
@@ -150,24 +166,34 @@ class GptModel : public CausalLm {
     return at::layer_norm(x, {C}, ln_f_w_, ln_f_b_, eps);  // (B, T, C)
   }
 
-  at::Tensor head(const at::Tensor& x) const override { return at::linear(x, wte_); }  // (..., V), tied
+  at::Tensor head(const at::Tensor& x) const override { return at::linear(x, wte_); }  // (..., V or V/T), tied
   const at::Tensor& head_weight() const override { return wte_; }
 
+  // A row-parallel layer (attention's and the MLP's c_proj): its product, summed over the
+  // tensor-parallel group, plus the whole bias.
+  at::Tensor row_parallel(const loom::AdaptedLinear& layer, const at::Tensor& x, const at::Tensor& bias) const {
+    if (!tp_.split()) return conv1d(x, layer, bias, training_);
+    return row_parallel_sum(conv1d(x, layer, at::Tensor(), training_), bias, tp_);
+  }
+
   // x: (B, T, C) after ln_1 -> the attention branch (B, T, C). Block `index` keeps its keys
-  // and values in layout.cache when decoding.
+  // and values in layout.cache when decoding. Under tensor parallelism this rank computes its
+  // H/T heads (packed and merged hold C/T per q, k and v).
   at::Tensor attention(const Block& b, size_t index, const at::Tensor& x, const Layout& layout) const {
-    const at::Tensor packed = conv1d(x, b.c_attn, b.c_attn_b, training_);  // (B, T, 3C)
+    const at::Tensor packed = conv1d(tp::enter(x, tp_), b.c_attn, b.c_attn_b, training_);  // (B, T, 3C/T)
     // The CPU kernel attends within the rows it is given: not for pieces of rows.
     const bool whole_rows_here = !layout.cache && !sequence_group().split();
     const at::Tensor merged = whole_rows_here && packed_attention_applies(packed, layout.mask, s_.dropout, training_)
-                                  ? packed_causal_attention(packed, s_.n_head, layout.mask)  // training on CPU: no copies
+                                  ? packed_causal_attention(packed, s_.n_head / tp_.size, layout.mask)  // CPU training: no copies
                                   : split_heads_attention(packed, index, layout);
-    return maybe_dropout(conv1d(merged, b.attn_proj, b.attn_proj_b, training_), s_.dropout, training_);
+    return maybe_dropout(row_parallel(b.attn_proj, merged, b.attn_proj_b), s_.dropout, training_);
   }
 
-  // packed: (B, T, 3C) -> (B, T, C), the heads as (B, H, T, D) tensors (decoding, dropout, CUDA).
+  // packed: (B, T, 3C) -> (B, T, C), the heads as (B, H, T, D) tensors (decoding, dropout, CUDA);
+  // C/T and H/T of them under tensor parallelism.
   at::Tensor split_heads_attention(const at::Tensor& packed, size_t index, const Layout& layout) const {
-    const int64_t B = packed.size(0), T = packed.size(1), C = s_.n_embd, H = s_.n_head, D = C / H;
+    const int64_t B = packed.size(0), T = packed.size(1), C = s_.n_embd / tp_.size, H = s_.n_head / tp_.size,
+                  D = C / H;
     const std::vector<at::Tensor> qkv = packed.split(C, -1);  // 3 x (B, T, C)
     const at::Tensor q = qkv[0].view({B, T, H, D}).transpose(1, 2);                       // (B, H, T, D)
     at::Tensor k = qkv[1].view({B, T, H, D}).transpose(1, 2);                             // (B, H, T, D)
@@ -184,13 +210,14 @@ class GptModel : public CausalLm {
 
   // x: (B, T, C) after ln_2 -> the MLP branch (B, T, C).
   at::Tensor mlp(const Block& b, const at::Tensor& x) const {
-    const at::Tensor h = gelu_tanh(conv1d(x, b.c_fc, b.c_fc_b, training_));  // (B, T, F)
-    return maybe_dropout(conv1d(h, b.mlp_proj, b.mlp_proj_b, training_), s_.dropout, training_);
+    const at::Tensor h = gelu_tanh(conv1d(tp::enter(x, tp_), b.c_fc, b.c_fc_b, training_));  // (B, T, F or F/T)
+    return maybe_dropout(row_parallel(b.mlp_proj, h, b.mlp_proj_b), s_.dropout, training_);
   }
 
   GptSpec s_;
+  tp::Group tp_;               // this rank's tensor-parallel group (size 1: none)
   int64_t matmul_params_ = 0;  // every parameter but wpe: the N of 6N
-  at::Tensor wte_;             // (V, C)
+  at::Tensor wte_;             // (V, C); (V/T, C) under tensor parallelism
   at::Tensor wpe_;             // (P, C)
   std::vector<Block> blocks_;  // L
   at::Tensor ln_f_w_, ln_f_b_; // (C), (C)

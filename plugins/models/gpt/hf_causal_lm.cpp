@@ -124,9 +124,9 @@ class HfCausalLm final : public loom::Model {
     try {
       const loom::formats::HfWeightSource source(dir_);
       // Under tensor parallelism this rank's pieces of the split weights (loom/tensor_parallel.hpp).
-      std::map<std::string, int64_t> split;
-      for (const auto& [name, dim] : split_dims())
-        if (dim >= 0) split[name] = dim;
+      loom::formats::TensorSplits split;
+      for (const SplitOf& p : splits())
+        if (p.dim >= 0) split[p.name] = {p.dim, p.blocks};
       const loom::formats::TensorPieceSource pieces(source, std::move(split), tp_rank_, tp_size_);
       // The base weights alone: LoRA adapters ([lora]) are new and keep their initialisation.
       const loom::formats::LoadReport report =

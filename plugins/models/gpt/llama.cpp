@@ -40,7 +40,6 @@ namespace tp = loom::tensor_parallel;
 namespace sp = loom::sequence_parallel;
 constexpr uint32_t kNoDecay = LOOM_PARAM_FLAG_NO_DECAY;
 
-void check_tensor_parallel(const LlamaSpec& s, const tp::Group& g);  // below
 
 // Hugging Face's LlamaRMSNorm: normalised in fp32 whatever x's dtype, cast back, then scaled:
 // w * (x / sqrt(mean(x^2) + eps)) over the last dimension.
@@ -71,7 +70,10 @@ class LlamaModel : public CausalLm {
  public:
   LlamaModel(const LlamaSpec& spec, const loom::Context& ctx) : s_(spec), tp_(ctx) {
     check_llama_spec(s_);
-    check_tensor_parallel(s_, tp_);
+    check_tensor_split(s_.component, tp_,
+                       {{s_.n_head, "the query heads (n_head)"}, {s_.n_kv_head, "the key/value heads (n_kv_head)"},
+                        {s_.ffn_hidden, "the MLP width (ffn_hidden)"}, {s_.vocab_size, "the vocabulary (vocab_size)"}},
+                       s_.dropout);
     set_tensor_parallel(tp_);
     // Key/value heads that S does not divide are repeated in attention, so only the queries count.
     set_sequence_parallel(sp::Group(ctx), s_.component, s_.n_head / tp_.size, s_.dropout);
@@ -200,8 +202,7 @@ class LlamaModel : public CausalLm {
   // A row-parallel layer: x W^T summed over the group, then the whole bias (b may be undefined).
   at::Tensor row_parallel(const loom::AdaptedLinear& layer, const at::Tensor& x, const at::Tensor& bias) const {
     if (!tp_.split()) return layer(x, bias, training_);
-    const at::Tensor y = tp::leave(layer(x, at::Tensor(), training_), tp_);
-    return bias.defined() ? y + bias : y;
+    return row_parallel_sum(layer(x, at::Tensor(), training_), bias, tp_);
   }
 
   // x: (B, T, C) after post_attention_layernorm -> the SwiGLU branch (B, T, C).
@@ -286,23 +287,6 @@ class Llama final : public LlamaModel {
 
   Llama(const loom::Config& c, const loom::Context& ctx) : LlamaModel(spec_from_options(c, ctx), ctx) {}
 };
-
-// The head, hidden-unit and vocabulary counts a tensor-parallel group cuts must divide evenly.
-void check_tensor_parallel(const LlamaSpec& s, const loom::tensor_parallel::Group& g) {
-  if (!g.split()) return;
-  const auto divides = [&](int64_t n, const char* what) {
-    require(n % g.size == 0, s.component + ": " + what + " = " + std::to_string(n) + " is not a multiple of " +
-                                 "[distributed] tensor_parallel = " + std::to_string(g.size) +
-                                 "; choose a tensor_parallel that divides it");
-  };
-  divides(s.n_head, "the query heads (n_head)");
-  divides(s.n_kv_head, "the key/value heads (n_kv_head)");
-  divides(s.ffn_hidden, "the MLP width (ffn_hidden)");
-  divides(s.vocab_size, "the vocabulary (vocab_size)");
-  require(s.dropout == 0.0, s.component + ": dropout = " + std::to_string(s.dropout) +
-                                " with [distributed] tensor_parallel > 1 would draw the same masks on every rank's "
-                                "heads; set dropout = 0 (tensor-parallel dropout is not built yet)");
-}
 
 }  // namespace
 

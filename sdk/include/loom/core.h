@@ -29,6 +29,8 @@
  * 1.11 sequence parallelism: loom_context.sequence_parallel_rank/_size,
  *      loom_collective_args.group and LOOM_COLLECTIVE_ALL_TO_ALL,
  *      loom_model_vtable.sequence_parallel.
+ * 1.12 loom_param_view.split_blocks: a parameter cut in blocks (fused q/k/v) over the
+ *      tensor-parallel group.
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -64,7 +66,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 11
+#define LOOM_ABI_MINOR 12
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"

@@ -49,6 +49,12 @@ typedef struct loom_param_view {
      ranks 0..T-1 concatenated along it); -1: the model holds it whole on every rank of the
      group, and its gradient must then be the same on all of them. */
   int64_t split_dim;
+  /* ABI 1.12. out; the host sets 1 first. With split_dim >= 0: along split_dim the whole
+     tensor is this many equal blocks side by side (GPT-2's fused c_attn: q, k and v, 3), each
+     cut into loom_context.tensor_parallel_size equal pieces; this rank registered its piece of
+     every block, in block order. 1: the plain cut described at split_dim. A host older than
+     1.12 cannot read it: the SDK refuses to register a parameter of more blocks there. */
+  int64_t split_blocks;
 } loom_param_view;
 
 /* (ABI 1.5) The host's unit_boundary (loom/core.h). */
@@ -207,6 +213,7 @@ typedef struct loom_model_vtable {
 LOOM_ABI_OFFSET(loom_param_view, flags, 3);
 LOOM_ABI_OFFSET(loom_param_view, unit, 4);
 LOOM_ABI_OFFSET(loom_param_view, split_dim, 5);
+LOOM_ABI_OFFSET(loom_param_view, split_blocks, 6);
 LOOM_ABI_OFFSET(loom_collective_args, input, 2);
 LOOM_ABI_OFFSET(loom_collective_args, output, 3);
 LOOM_ABI_OFFSET(loom_collective_args, group, 4);

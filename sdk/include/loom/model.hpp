@@ -123,17 +123,22 @@ class Model {
   // `whole`, cut into ctx.tensor_parallel_size equal pieces along `dim` (piece
   // ctx.tensor_parallel_rank), and returns it. Initialise `whole` exactly as without tensor
   // parallelism, so every layout starts from the same weights. Without it, add_param(whole).
+  // blocks (ABI 1.12): along `dim` the whole is that many equal blocks side by side (a fused
+  // q/k/v: 3), each cut alike; the piece is this rank's cut of every block, in block order.
   at::Tensor add_split_param(std::string name, const at::Tensor& whole, int64_t dim, const Context& ctx,
-                             uint32_t flags = 0) {
+                             uint32_t flags = 0, int64_t blocks = 1) {
     if (ctx.tensor_parallel_size <= 1) return add_param(std::move(name), whole, flags);
     const int64_t size = ctx.tensor_parallel_size;
-    if (dim < 0 || dim >= whole.dim() || whole.size(dim) % size != 0)
+    if (dim < 0 || dim >= whole.dim() || blocks < 1 || whole.size(dim) % (blocks * size) != 0)
       throw Error(name + ": cannot be split into " + std::to_string(size) + " equal pieces along dimension " +
-                  std::to_string(dim) + "; choose a [distributed] tensor_parallel that divides it");
-    const int64_t piece = whole.size(dim) / size;
-    at::Tensor mine = whole.narrow(dim, ctx.tensor_parallel_rank * piece, piece).clone();
+                  std::to_string(dim) + (blocks > 1 ? " in each of its " + std::to_string(blocks) + " blocks" : "") +
+                  "; choose a [distributed] tensor_parallel that divides it");
+    const int64_t n = whole.size(dim) / (blocks * size);
+    // dim -> (blocks, size, n): this rank's n of every block.
+    at::Tensor mine =
+        whole.unflatten(dim, {blocks, size, n}).select(dim + 1, ctx.tensor_parallel_rank).flatten(dim, dim + 1).clone();
     mine.requires_grad_(true);
-    params_.push_back({std::move(name), mine, flags, unit_, dim});
+    params_.push_back({std::move(name), mine, flags, unit_, dim, blocks});
     return mine;
   }
   // A [lora] adapter's initial A (rank, in), uniform in +-1/sqrt(in), and B (out, rank), zero,
@@ -173,29 +178,36 @@ class Model {
     out.dropout = ctx.adapters.dropout;
     return out;
   }
-  // A linear layer in nn.Linear's layout cut over the tensor-parallel group along `dim` (0:
-  // column-parallel, 1: row-parallel; add_split_param's rules). Without tensor parallelism it
-  // is add_linear(module, whole, 0, ctx). With it, a [lora] adapter follows the split: B's rows
-  // with a column-parallel W, A's columns with a row-parallel one, drawn whole as add_linear
-  // draws them; the other stays whole (AdaptedLinear sums its gradient over the group). Adapter
-  // dropout is refused there: every rank would draw the same mask for its own piece.
-  AdaptedLinear add_split_linear(const std::string& module, const at::Tensor& whole, int64_t dim, const Context& ctx) {
-    if (ctx.tensor_parallel_size <= 1) return add_linear(module, whole, 0, ctx);
+  // A linear layer cut over the tensor-parallel group along `dim` of its weight as stored
+  // (add_split_param's rules, blocks included): the output dimension (0 in nn.Linear's layout, 1
+  // in Conv1D's in_out) makes it column-parallel, the input one row-parallel. Without tensor
+  // parallelism it is add_linear(module, whole, 0, ctx, layout). With it, a [lora] adapter
+  // follows the split: B's rows (in the same blocks) with a column-parallel W, A's columns with
+  // a row-parallel one, drawn whole as add_linear draws them; the other stays whole
+  // (AdaptedLinear sums its gradient over the group). Adapter dropout is refused there: every
+  // rank would draw the same mask for its own piece.
+  AdaptedLinear add_split_linear(const std::string& module, const at::Tensor& whole, int64_t dim, const Context& ctx,
+                                 WeightLayout layout = WeightLayout::out_in, int64_t blocks = 1) {
+    if (ctx.tensor_parallel_size <= 1) return add_linear(module, whole, 0, ctx, layout);
+    const bool in_out = layout == WeightLayout::in_out;
+    const int64_t out_dim = in_out ? 1 : 0;
     AdaptedLinear out;
-    out.weight = add_split_param(module + ".weight", whole, dim, ctx);
+    out.layout = layout;
+    out.weight = add_split_param(module + ".weight", whole, dim, ctx, in_out ? LOOM_PARAM_FLAG_IN_OUT : 0u, blocks);
     if (!ctx.adapters.targets_module(module)) return out;
     if (ctx.adapters.dropout > 0.0)
       throw Error("[lora] dropout = " + std::to_string(ctx.adapters.dropout) + " on " + module +
                   " with [distributed] tensor_parallel > 1 would draw the same mask on every rank's piece; set "
                   "[lora] dropout = 0", LOOM_STATUS_CODE_INVALID_ARGUMENT);
-    const auto [a, b] = adapter_init(module, whole.size(1), whole.size(0), whole.options(), ctx);
+    const bool column = dim == out_dim;
+    const auto [a, b] = adapter_init(module, whole.size(1 - out_dim), whole.size(out_dim), whole.options(), ctx);
     const uint32_t flag = LOOM_PARAM_FLAG_ADAPTER;
-    out.lora_a = dim == 1 ? add_split_param(module + ".lora_A.weight", a, 1, ctx, flag)
-                          : add_param(module + ".lora_A.weight", a, flag);
-    out.lora_b = dim == 0 ? add_split_param(module + ".lora_B.weight", b, 0, ctx, flag)
-                          : add_param(module + ".lora_B.weight", b, flag);
+    out.lora_a = column ? add_param(module + ".lora_A.weight", a, flag)
+                        : add_split_param(module + ".lora_A.weight", a, 1, ctx, flag);
+    out.lora_b = column ? add_split_param(module + ".lora_B.weight", b, 0, ctx, flag, blocks)
+                        : add_param(module + ".lora_B.weight", b, flag);
     out.scale = ctx.adapters.scale();
-    out.split_dim = dim;
+    out.split_dim = column ? 0 : 1;
     out.group = tensor_parallel::Group(ctx);
     return out;
   }
@@ -233,6 +245,17 @@ class Model {
     for (const Param& p : params_) out.emplace_back(p.name, p.split_dim);
     return out;
   }
+  // The same with the blocks of each split dimension (ABI 1.12; 1 unless add_split_param was
+  // given more).
+  struct SplitOf {
+    std::string name;
+    int64_t dim, blocks;
+  };
+  std::vector<SplitOf> splits() const {
+    std::vector<SplitOf> out;
+    for (const Param& p : params_) out.push_back({p.name, p.split_dim, p.split_blocks});
+    return out;
+  }
   // The registered parameters by name, in order (tensors share storage with the model's).
   // without: leave out parameters with any of these flags (LOOM_PARAM_FLAG_ADAPTER: the base
   // weights alone, as a pretrained file holds them).
@@ -253,6 +276,7 @@ class Model {
     uint32_t flags;
     int64_t unit;
     int64_t split_dim;  // add_split_param's dim, or -1
+    int64_t split_blocks = 1;
   };
   int64_t unit_ = -1;  // what add_param records: begin_unit's unit, or -1
   static at::Tensor unit_boundary(int64_t unit, loom_unit_phase phase, const at::Tensor& x) {
@@ -287,6 +311,11 @@ struct ModelGlue {
       view.flags = p.flags;
       view.unit = p.unit;
       view.split_dim = p.split_dim;
+      view.split_blocks = p.split_blocks;
+      // A host older than 1.12 would read a piece of several blocks as one plain piece.
+      if (p.split_blocks > 1 && !LOOM_STRUCT_HAS(out, loom_param_view, split_blocks))
+        throw Error(p.name + " is split in " + std::to_string(p.split_blocks) + " blocks, which this host (older than "
+                    "Loom ABI 1.12) cannot join; use a newer host or [distributed] tensor_parallel = 1");
       write_out(out, view);
     });
   }
