@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -57,6 +58,23 @@ inline at::Tensor as_tensor(const nlohmann::json& nested) {
 // max |loom - ref| / max |ref|
 inline double relative_error(const at::Tensor& loom, const at::Tensor& ref) {
   return (loom.to(at::kDouble) - ref).abs().max().item<double>() / ref.abs().max().item<double>();
+}
+
+// The largest relative error of the parameters' gradients (each with .name and a .tensor
+// pointer) against ref_grads (name -> nested array); a parameter the reference does not list
+// is skipped (a tied output layer is listed once). compared: how many were compared.
+template <class Params>
+double worst_gradient_error(const Params& params, const nlohmann::json& ref_grads, size_t& compared) {
+  double worst = 0;
+  compared = 0;
+  for (const auto& p : params) {
+    if (!ref_grads.contains(p.name)) continue;
+    CAPTURE(p.name);
+    REQUIRE(p.tensor->grad().defined());
+    worst = std::max(worst, relative_error(p.tensor->grad(), as_tensor(ref_grads[p.name])));
+    ++compared;
+  }
+  return worst;
 }
 
 }  // namespace loom_test

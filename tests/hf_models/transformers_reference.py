@@ -133,29 +133,32 @@ def generate(args):
         json.dump({"tokens": out.tolist()}, f)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    sub = ap.add_subparsers(dest="command", required=True)
+def add_write_command(sub, archs):
+    """`write --arch --out [--seed] [--spelling]`, as this script and moe_reference.py take it."""
     w = sub.add_parser("write")
-    w.add_argument("--arch", required=True, choices=sorted(ARCHS))
+    w.add_argument("--arch", required=True, choices=sorted(archs))
     w.add_argument("--out", required=True)
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--spelling", choices=("v5", "v4"), default="v5",
                    help="v4: rewrite config.json in transformers 4's spelling after saving")
-    lg = sub.add_parser("logits")
-    lg.add_argument("--model", required=True)
-    lg.add_argument("--ids", required=True)
-    lg.add_argument("--out", required=True)
-    gr = sub.add_parser("grads")
-    gr.add_argument("--model", required=True)
-    gr.add_argument("--ids", required=True)
-    gr.add_argument("--targets", required=True)
-    gr.add_argument("--out", required=True)
-    ge = sub.add_parser("generate")
-    ge.add_argument("--model", required=True)
-    ge.add_argument("--ids", required=True)
-    ge.add_argument("--new", type=int, default=6)
-    ge.add_argument("--out", required=True)
+    return w
+
+
+def add_model_command(sub, name, *required):
+    """A subcommand that reads --model and --ids and writes --out, with these --options required too."""
+    p = sub.add_parser(name)
+    for option in ("--model", "--ids", *required, "--out"):
+        p.add_argument(option, required=True)
+    return p
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="command", required=True)
+    add_write_command(sub, ARCHS)
+    add_model_command(sub, "logits")
+    add_model_command(sub, "grads", "--targets")
+    add_model_command(sub, "generate").add_argument("--new", type=int, default=6)
     args = ap.parse_args()
     {"write": write, "logits": logits, "grads": grads, "generate": generate}[args.command](args)
     return 0

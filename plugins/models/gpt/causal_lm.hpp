@@ -22,7 +22,7 @@ class CausalLm : public loom::Model {
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
     check(inputs, targets);
     const at::Tensor positions = seq_.split() ? piece_positions(inputs, seq_) : at::Tensor();
-    return head_loss(hidden(inputs, {positions, mask_}), targets);
+    return with_extra(head_loss(hidden(inputs, {positions, mask_}), targets), targets, at::Tensor());
   }
 
   // Packed rows: position_ids and document_ids when the dataset gives them (packing.hpp).
@@ -31,7 +31,7 @@ class CausalLm : public loom::Model {
   at::Tensor loss_sum(const loom::BatchFields& batch) override {
     check(batch.input_ids, batch.labels);
     const at::Tensor* mask = batch.find("attention_mask");
-    if (!mask) return head_loss(hidden(batch.input_ids, layout(batch)), batch.labels);
+    if (!mask) return with_extra(head_loss(hidden(batch.input_ids, layout(batch)), batch.labels), batch.labels, at::Tensor());
     report("nonpad_fraction", mask->ne(0).to(at::kFloat).mean());
     report("label_fraction", batch.labels.ne(LOOM_IGNORE_INDEX).to(at::kFloat).mean());
     // Instruction rows label only the answers, and over a large vocabulary the output layer is
@@ -40,7 +40,7 @@ class CausalLm : public loom::Model {
     // batches that say they are such rows (attention_mask).
     const at::Tensor labelled = batch.labels.ne(LOOM_IGNORE_INDEX);            // (B, T) bool
     const at::Tensor h = hidden(batch.input_ids, layout(batch)).index({labelled});  // (N, C)
-    return head_loss(h, batch.labels.index({labelled}));
+    return with_extra(head_loss(h, batch.labels.index({labelled})), batch.labels, *mask);
   }
 
   at::Tensor logits(const loom::BatchFields& batch) override {
@@ -105,6 +105,14 @@ class CausalLm : public loom::Model {
     vocab_size_ = vocab_size;
     mask_ = std::move(mask);
   }
+  // Loss terms beyond the tokens' (a mixture of experts' load-balancing loss), called after
+  // hidden() ran for the batch: the sum to add to the token loss sum, whose units are
+  // labelled_tokens (a 0-dim count), or undefined. mask: the batch's attention_mask, or undefined.
+  virtual at::Tensor extra_loss_sum(const at::Tensor& labelled_tokens, const at::Tensor& mask) {
+    (void)labelled_tokens;
+    (void)mask;
+    return {};
+  }
   // inputs: (B, T) -> the last layer's normalised output (B, T, C), before the output layer.
   virtual at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const = 0;
   // The output layer: (..., C) -> logits (..., V), a product with head_weight() and nothing else.
@@ -120,6 +128,11 @@ class CausalLm : public loom::Model {
  private:
   Layout layout(const loom::BatchFields& batch) const {
     return layout_of(batch, mask_, seq_len_, component_.c_str(), seq_);
+  }
+
+  at::Tensor with_extra(const at::Tensor& token_loss_sum, const at::Tensor& targets, const at::Tensor& mask) {
+    const at::Tensor extra = extra_loss_sum(targets.ne(LOOM_IGNORE_INDEX).sum(), mask);
+    return extra.defined() ? token_loss_sum + extra : token_loss_sum;
   }
 
   // Logits and generation see whole rows, in one process: no pieces.

@@ -24,7 +24,8 @@ class HfCausalLm final : public loom::Model {
   static constexpr const char* name = "hf_causal_lm";
   static constexpr const char* summary =
       "A pretrained Hugging Face causal LM from a folder (config.json + safetensors): LlamaForCausalLM, "
-      "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel.";
+      "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel, and the mixtures of experts "
+      "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM.";
   static constexpr loom_option_spec options[] = {
       loom::option("from", LOOM_OPTION_TYPE_STRING, nullptr,
                    "Hugging Face model folder: config.json and model.safetensors (or shards with "

@@ -24,7 +24,20 @@ constexpr Known kArchitectures[] = {
     {"Qwen2ForCausalLM", HfArchitecture::qwen2, "qwen2"},
     {"Qwen3ForCausalLM", HfArchitecture::qwen3, "qwen3"},
     {"GPT2LMHeadModel", HfArchitecture::gpt2, "gpt2"},
+    {"Qwen2MoeForCausalLM", HfArchitecture::qwen2_moe, "qwen2_moe"},
+    {"Qwen3MoeForCausalLM", HfArchitecture::qwen3_moe, "qwen3_moe"},
+    {"MixtralForCausalLM", HfArchitecture::mixtral, "mixtral"},
 };
+
+// The dense family whose attention and windows a mixture of experts shares.
+HfArchitecture attention_family(HfArchitecture arch) {
+  switch (arch) {
+    case HfArchitecture::qwen2_moe: return HfArchitecture::qwen2;
+    case HfArchitecture::qwen3_moe: return HfArchitecture::qwen3;
+    case HfArchitecture::mixtral: return HfArchitecture::mistral;
+    default: return arch;
+  }
+}
 
 std::string supported_list() {
   std::string out;
@@ -194,6 +207,7 @@ void read_rope(const Keys& keys, int64_t max_positions, double& theta, RopeScali
 //   Llama: none; sliding_attention in its layer_types is refused (LlamaForCausalLM has no window).
 // Returns one entry per layer (0: full attention), or none when no layer has a window.
 std::vector<int64_t> sliding_windows(const Keys& keys, HfArchitecture arch, int64_t n_layer) {
+  arch = attention_family(arch);
   constexpr int64_t kDefaultWindow = 4096;  // MistralConfig, Qwen2Config and Qwen3Config's default
   const auto window_or_none = [&](int64_t& window) {  // false: sliding_window is null
     if (keys.j().contains("sliding_window") && keys.j().at("sliding_window").is_null()) return false;
@@ -268,9 +282,54 @@ HfModelConfig read_hf_config(const std::string& dir) {
   return out;
 }
 
+// The sparse layers of a mixture of experts, as transformers builds them:
+//   Qwen2-MoE, Qwen3-MoE: layer i is sparse unless listed in mlp_only_layers, when
+//     (i + 1) % decoder_sparse_step == 0; experts: num_experts (transformers 5 writes
+//     Qwen3-MoE's as num_local_experts), width moe_intermediate_size; Qwen2-MoE adds a shared
+//     expert of shared_expert_intermediate_size; norm_topk_prob as given (default false);
+//   Mixtral: every layer; num_local_experts of width intermediate_size; the top k always
+//     renormalised; router_jitter_noise must be 0 (its training noise is not built).
+// The auxiliary loss joins the training loss when output_router_logits, times router_aux_loss_coef.
+MoeSpec moe_from(const Keys& keys, HfArchitecture arch, int64_t n_layer, int64_t dense_hidden) {
+  MoeSpec m;
+  if (keys.has("num_experts") && keys.has("num_local_experts") &&
+      keys.positive("num_experts") != keys.positive("num_local_experts"))
+    keys.fail("num_local_experts", "disagrees with num_experts");
+  m.experts = keys.has("num_experts") ? keys.positive("num_experts") : keys.positive("num_local_experts");
+  m.top_k = keys.positive("num_experts_per_tok");
+  if (m.top_k > m.experts) keys.fail("num_experts_per_tok", "is more than the experts");
+  m.aux_loss_in_loss = keys.flag("output_router_logits", false);
+  m.aux_loss_coef = keys.number("router_aux_loss_coef", 0.001);
+  m.sparse.assign(static_cast<size_t>(n_layer), true);
+  if (arch == HfArchitecture::mixtral) {
+    m.expert_hidden = dense_hidden;
+    m.norm_topk_prob = true;
+    m.mixtral_names = true;
+    if (keys.number("router_jitter_noise", 0.0) != 0.0)
+      keys.fail("router_jitter_noise", "is not 0; Loom does not draw Mixtral's router jitter; set it to 0");
+    return m;
+  }
+  m.expert_hidden = keys.positive("moe_intermediate_size");
+  m.norm_topk_prob = keys.flag("norm_topk_prob", false);
+  if (arch == HfArchitecture::qwen2_moe) m.shared_hidden = keys.count("shared_expert_intermediate_size", 0);
+  const int64_t step = keys.positive("decoder_sparse_step", 1);
+  for (int64_t i = 0; i < n_layer; ++i) m.sparse[static_cast<size_t>(i)] = (i + 1) % step == 0;
+  if (keys.has("mlp_only_layers")) {
+    const nlohmann::json& dense = keys.at("mlp_only_layers");
+    if (!dense.is_array()) keys.fail("mlp_only_layers", "must be a list of layer indices");
+    for (const nlohmann::json& i : dense) {
+      if (!i.is_number_integer() || i.get<int64_t>() < 0 || i.get<int64_t>() >= n_layer)
+        keys.fail("mlp_only_layers", "names " + i.dump() + ", which is no layer (num_hidden_layers = " +
+                                         std::to_string(n_layer) + ")");
+      m.sparse[static_cast<size_t>(i.get<int64_t>())] = false;
+    }
+  }
+  return m;
+}
+
 LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, int64_t seq_len) {
   const Keys keys(hf.config, path);
-  const HfArchitecture arch = hf.architecture;
+  const HfArchitecture arch = attention_family(hf.architecture);
   LlamaSpec s;
   s.component = "hf_causal_lm";
   s.vocab_size = keys.positive("vocab_size");
@@ -296,13 +355,16 @@ LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, i
   const std::string act = keys.text("hidden_act", "silu");
   if (act != "silu") keys.fail("hidden_act", "is \"" + act + "\"; the Llama family here computes silu (SwiGLU)");
   if (keys.flag("mlp_bias", false)) keys.fail("mlp_bias", "is true; Loom's Llama MLP has no biases");
-  if (arch == HfArchitecture::qwen2) {
+  if (hf.architecture == HfArchitecture::qwen2_moe) {
+    s.qkv_bias = keys.flag("qkv_bias", true);  // transformers 5's Qwen2MoeConfig; never an o_proj bias
+  } else if (arch == HfArchitecture::qwen2) {
     s.qkv_bias = true;  // Qwen2 always has q/k/v biases and never an o_proj bias
   } else {
     s.qkv_bias = s.o_bias = keys.flag("attention_bias", false);
   }
   s.qk_norm = arch == HfArchitecture::qwen3;
   s.sliding_windows = sliding_windows(keys, arch, s.n_layer);
+  if (arch != hf.architecture) s.moe = moe_from(keys, hf.architecture, s.n_layer, s.ffn_hidden);
   return s;
 }
 

@@ -13,7 +13,7 @@
 namespace loom_gpt {
 
 // The architectures hf_causal_lm builds, by config.json's "architectures"[0].
-enum class HfArchitecture { llama, mistral, qwen2, qwen3, gpt2 };
+enum class HfArchitecture { llama, mistral, qwen2, qwen3, gpt2, qwen2_moe, qwen3_moe, mixtral };
 
 struct HfModelConfig {
   HfArchitecture architecture;
@@ -25,7 +25,8 @@ struct HfModelConfig {
 // Reads and checks dir/config.json (untrusted: size-capped, regular file only).
 HfModelConfig read_hf_config(const std::string& dir);
 
-// The Llama-family spec for a Llama, Mistral, Qwen2 or Qwen3 config. seq_len: the longest
+// The Llama-family spec for a Llama, Mistral, Qwen2 or Qwen3 config, or a mixture of experts
+// (Qwen2-MoE, Qwen3-MoE, Mixtral: spec.moe). seq_len: the longest
 // input the run trains on (at most max_positions).
 LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, int64_t seq_len);
 

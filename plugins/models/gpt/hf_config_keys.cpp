@@ -18,6 +18,11 @@ constexpr KeyList kReadByLlama = {
     "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters",
     "hidden_act", "mlp_bias", "attention_bias", "sliding_window", "use_sliding_window", "max_window_layers",
     "layer_types"};
+// Read for the mixtures of experts besides the Llama family's (moe_from in hf_config.cpp).
+constexpr KeyList kReadByMoe = {"num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
+                                "shared_expert_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
+                                "mlp_only_layers", "output_router_logits", "router_aux_loss_coef",
+                                "router_jitter_noise", "qkv_bias"};
 // Read for GPT-2 (gpt_spec_from_hf).
 constexpr KeyList kReadByGpt2 = {"n_embd", "n_layer", "n_head", "n_inner", "n_positions",
                                  "layer_norm_epsilon", "activation_function", "scale_attn_weights",
@@ -51,8 +56,10 @@ bool listed(const KeyList& list, const std::string& key) {
 std::vector<std::string> unknown_config_keys(const nlohmann::json& config, HfArchitecture arch) {
   std::vector<std::string> out;
   const KeyList& family = arch == HfArchitecture::gpt2 ? kReadByGpt2 : kReadByLlama;
+  const bool moe = arch == HfArchitecture::qwen2_moe || arch == HfArchitecture::qwen3_moe || arch == HfArchitecture::mixtral;
   for (const auto& [key, value] : config.items()) {
     if (listed(kReadByAll, key) || listed(family, key) || listed(kHarmless, key)) continue;
+    if (moe && listed(kReadByMoe, key)) continue;
     out.push_back(key);
   }
   return out;

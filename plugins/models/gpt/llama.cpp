@@ -62,8 +62,10 @@ struct Layer {
   loom::AdaptedLinear o_proj;             // (C, H*D)
   at::Tensor o_bias;                      // (C) or undefined
   at::Tensor post_norm;                   // (C)
-  loom::AdaptedLinear gate_proj, up_proj;  // (F, C), (F, C)
+  loom::AdaptedLinear gate_proj, up_proj;  // (F, C), (F, C); undefined in a sparse layer
   loom::AdaptedLinear down_proj;           // (C, F)
+  bool sparse = false;                     // a mixture of experts' layer: moe instead of the MLP
+  MoeWeights moe;
 };
 
 class LlamaModel : public CausalLm {
@@ -75,6 +77,7 @@ class LlamaModel : public CausalLm {
                         {s_.ffn_hidden, "the MLP width (ffn_hidden)"}, {s_.vocab_size, "the vocabulary (vocab_size)"}},
                        s_.dropout);
     set_tensor_parallel(tp_);
+    if (s_.moe.any()) check_moe_layout(ctx);
     // Key/value heads that S does not divide are repeated in attention, so only the queries count.
     set_sequence_parallel(sp::Group(ctx), s_.component, s_.n_head / tp_.size, s_.dropout);
     const int64_t V = s_.vocab_size, C = s_.n_embd, H = s_.n_head, K = s_.n_kv_head, D = s_.head_dim,
@@ -121,9 +124,14 @@ class LlamaModel : public CausalLm {
         l.q_norm = add_param(p + "self_attn.q_norm.weight", filled(D, 1.0), kNoDecay);
         l.k_norm = add_param(p + "self_attn.k_norm.weight", filled(D, 1.0), kNoDecay);
       }
-      l.gate_proj = projection(p + "mlp.gate_proj", normal({F, C}, s_.init_std), 0);
-      l.up_proj = projection(p + "mlp.up_proj", normal({F, C}, s_.init_std), 0);
-      l.down_proj = projection(p + "mlp.down_proj", normal({C, F}, proj_std), 1);
+      l.sparse = s_.moe.any() && s_.moe.sparse[static_cast<size_t>(i)];
+      if (l.sparse) {
+        l.moe = add_moe(p, C, normal, proj_std, ctx);
+      } else {
+        l.gate_proj = projection(p + "mlp.gate_proj", normal({F, C}, s_.init_std), 0);
+        l.up_proj = projection(p + "mlp.up_proj", normal({F, C}, s_.init_std), 0);
+        l.down_proj = projection(p + "mlp.down_proj", normal({C, F}, proj_std), 1);
+      }
       l.input_norm = param(p + "input_layernorm.weight", filled(C, 1.0), kNoDecay);
       l.post_norm = param(p + "post_attention_layernorm.weight", filled(C, 1.0), kNoDecay);
       layers_.push_back(l);
@@ -145,8 +153,77 @@ class LlamaModel : public CausalLm {
   std::string hugging_face() const override { return nlohmann::json{{"config", llama_hf_config(s_)}}.dump(); }
 
  private:
+  // A sparse layer's router and experts (and Qwen2-MoE's shared expert), in the Hub's names.
+  // The FLOPs count what a token computes: the router, k experts, the shared expert.
+  template <class Normal>
+  MoeWeights add_moe(const std::string& prefix, int64_t C, const Normal& normal, double proj_std,
+                     const loom::Context& ctx) {
+    const MoeSpec& m = s_.moe;
+    const MoeNames names(prefix, m.mixtral_names);
+    const int64_t Fe = m.expert_hidden, Fs = m.shared_hidden;
+    for (const std::string& module : {names.gate(0), names.up(0), names.down(0)})
+      require(!ctx.adapters.targets_module(module.substr(0, module.size() - 7)),
+              s_.component + ": [lora] targets name " + module.substr(0, module.size() - 7) +
+                  ", an expert of a mixture-of-experts layer; LoRA on experts is not built: target the attention "
+                  "projections (q_proj, k_proj, v_proj, o_proj)");
+    MoeWeights w;
+    w.router = add_param(names.router, normal({m.experts, C}, s_.init_std), 0);
+    for (int64_t e = 0; e < m.experts; ++e) {
+      w.gate.push_back(add_param(names.gate(e), normal({Fe, C}, s_.init_std), 0));
+      w.up.push_back(add_param(names.up(e), normal({Fe, C}, s_.init_std), 0));
+      w.down.push_back(add_param(names.down(e), normal({C, Fe}, proj_std), 0));
+    }
+    matmul_params_ += m.experts * C + m.top_k * 3 * Fe * C;
+    if (Fs > 0) {
+      w.shared_gate = add_param(names.shared_gate, normal({Fs, C}, s_.init_std), 0);
+      w.shared_up = add_param(names.shared_up, normal({Fs, C}, s_.init_std), 0);
+      w.shared_down = add_param(names.shared_down, normal({C, Fs}, proj_std), 0);
+      w.shared_expert_gate = add_param(names.shared_expert_gate, normal({1, C}, s_.init_std), 0);
+      matmul_params_ += 3 * Fs * C + C;
+    }
+    return w;
+  }
+
+  // What a mixture of experts does not compose with yet, refused by name.
+  void check_moe_layout(const loom::Context& ctx) const {
+    const std::string& who = s_.component;
+    require(!tp_.split(), who + ": a mixture of experts under [distributed] tensor_parallel > 1 is not built; "
+                                "use tensor_parallel = 1");
+    require(sp::Group(ctx).size <= 1, who + ": a mixture of experts under [distributed] sequence_parallel > 1 is "
+                                            "not built (the load-balancing loss would see one piece of each row); "
+                                            "use sequence_parallel = 1");
+    require(s_.recompute.mode == "none", who + ": activation_checkpointing with a mixture of experts is not built "
+                                               "(the recomputed routers would count twice); set it to \"none\"");
+  }
+
+  // The mixture of experts' auxiliary loss, from the routers of the forward just run
+  // (moe.hpp): reported, per layer its load imbalance (the busiest expert's tokens over the
+  // mean) and router entropy, and, when the config asks for it (output_router_logits) and the
+  // model trains, router_aux_loss_coef times it per labelled token added to the loss sum, as
+  // transformers adds it to the mean loss.
+  at::Tensor extra_loss_sum(const at::Tensor& labelled_tokens, const at::Tensor& mask) override {
+    if (routers_.empty()) return {};
+    const MoeSpec& m = s_.moe;
+    const at::Tensor flat_mask = mask.defined() ? mask.reshape({-1}).ne(0) : at::Tensor();
+    const at::Tensor aux = load_balancing_loss(routers_, m.experts, m.top_k, flat_mask);
+    report("moe_aux_loss", aux.detach());
+    for (size_t i = 0, layer = 0; i < layers_.size(); ++i) {
+      if (!layers_[i].sparse) continue;
+      const at::Tensor load = at::bincount(chosen_[layer].reshape({-1}), {}, m.experts).to(at::kFloat);
+      const at::Tensor p = at::softmax(routers_[layer].detach(), -1, at::kFloat);
+      const std::string name = "moe_layer" + std::to_string(i);
+      report(name + "_imbalance", load.max() / load.mean());
+      report(name + "_router_entropy", -(p * p.clamp_min(1e-30).log()).sum(-1).mean());
+      ++layer;
+    }
+    if (!m.aux_loss_in_loss || !training_) return {};
+    return aux * (m.aux_loss_coef * labelled_tokens.to(at::kFloat));
+  }
+
   // inputs: (B, T) -> the final RMSNorm's output (B, T, C).
   at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const override {
+    routers_.clear();
+    chosen_.clear();
     at::Tensor x = tp::embedding(embed_, inputs, tp_);  // (B, T, C)
     for (size_t i = 0; i < layers_.size(); ++i) {
       // By value: a recomputed layer runs again in backward, after this call has returned.
@@ -205,8 +282,15 @@ class LlamaModel : public CausalLm {
     return row_parallel_sum(layer(x, at::Tensor(), training_), bias, tp_);
   }
 
-  // x: (B, T, C) after post_attention_layernorm -> the SwiGLU branch (B, T, C).
+  // x: (B, T, C) after post_attention_layernorm -> the SwiGLU branch (B, T, C), or a sparse
+  // layer's experts (whose routers extra_loss_sum reads).
   at::Tensor mlp(const Layer& l, const at::Tensor& x) const {
+    if (l.sparse) {
+      MoeOutput out = moe_mlp(l.moe, s_.moe, x);
+      routers_.push_back(out.router_logits);
+      chosen_.push_back(out.chosen);
+      return maybe_dropout(out.y, s_.dropout, training_);
+    }
     const at::Tensor none;  // the MLP has no biases
     const at::Tensor in = tp::enter(x, tp_);
     const at::Tensor h = at::silu(l.gate_proj(in, none, training_)) * l.up_proj(in, none, training_);  // (B, T, F/T)
@@ -221,6 +305,7 @@ class LlamaModel : public CausalLm {
   at::Tensor norm_;            // (C)
   at::Tensor lm_head_;         // (V, C); the same tensor as embed_ when tied
   Rope rope_;                  // (T, D) cos and sin; buffers
+  mutable std::vector<at::Tensor> routers_, chosen_;  // the last forward's, per sparse layer: (N, E), (N, k)
 };
 
 LlamaSpec spec_from_options(const loom::Config& c, const loom::Context& ctx) {

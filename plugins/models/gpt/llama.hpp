@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attention.hpp"
+#include "moe.hpp"
 #include "recompute.hpp"
 
 namespace loom_gpt {
@@ -31,6 +32,7 @@ struct LlamaSpec {
   // Per layer, the keys a query sees in a sliding window, itself included (Mistral, Qwen2 and
   // Qwen3 with use_sliding_window); 0: all before it. Empty: no layer has a window.
   std::vector<int64_t> sliding_windows;
+  MoeSpec moe;                // a mixture of experts' sparse layers (hf_causal_lm only); none by default
   RecomputePolicy recompute;  // activation checkpointing of the layers
   bool random_init = true;  // false: parameters are left uninitialised for weights loaded next
   uint64_t seed = 0;

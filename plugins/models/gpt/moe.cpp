@@ -1,0 +1,81 @@
+#include "moe.hpp"
+
+namespace loom_gpt {
+
+MoeNames::MoeNames(const std::string& prefix, bool mixtral) {
+  const std::string block = prefix + (mixtral ? "block_sparse_moe." : "mlp.");
+  router = block + "gate.weight";
+  expert_ = block + "experts.";
+  gate_ = mixtral ? ".w1.weight" : ".gate_proj.weight";
+  up_ = mixtral ? ".w3.weight" : ".up_proj.weight";
+  down_ = mixtral ? ".w2.weight" : ".down_proj.weight";
+  shared_gate = block + "shared_expert.gate_proj.weight";
+  shared_up = block + "shared_expert.up_proj.weight";
+  shared_down = block + "shared_expert.down_proj.weight";
+  shared_expert_gate = block + "shared_expert_gate.weight";
+}
+
+at::Tensor grouped_linear(const at::Tensor& rows, const std::vector<at::Tensor>& weights, const at::Tensor& counts) {
+  const at::ScalarType t = rows.scalar_type();
+  if (t == at::kFloat || t == at::kBFloat16 || t == at::kHalf) {
+    // (E, in, out): each expert's weight transposed; offs: where each expert's rows end.
+    const at::Tensor stacked = at::stack(weights).transpose(1, 2);
+    const at::Tensor ends = counts.cumsum(0).to(at::kInt).to(rows.device());
+    return at::_grouped_mm(rows, stacked, ends);
+  }
+  const at::Tensor on_cpu = counts.cpu();
+  std::vector<at::Tensor> out;
+  int64_t start = 0;
+  for (size_t e = 0; e < weights.size(); ++e) {
+    const int64_t n = on_cpu[static_cast<int64_t>(e)].item<int64_t>();
+    out.push_back(at::linear(rows.narrow(0, start, n), weights[e]));
+    start += n;
+  }
+  return at::cat(out);
+}
+
+MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x) {
+  const int64_t C = x.size(-1), E = spec.experts, k = spec.top_k;
+  const at::Tensor flat = x.reshape({-1, C});                                         // (N, C)
+  const int64_t N = flat.size(0);
+  MoeOutput out;
+  out.router_logits = at::linear(flat, w.router);                                     // (N, E)
+  const at::Tensor probs = at::softmax(out.router_logits, -1, at::kFloat);
+  auto [top, chosen] = probs.topk(k, -1);                                             // (N, k) each
+  if (spec.norm_topk_prob) top = top / top.sum(-1, /*keepdim=*/true);
+  top = top.to(out.router_logits.scalar_type());
+  out.chosen = chosen;
+  // The (token, choice) pairs sorted by expert; pair p is token p / k's choice p % k.
+  const at::Tensor experts = chosen.reshape({-1});                                    // (N k)
+  const at::Tensor order = std::get<1>(experts.sort(std::optional<bool>(true), 0, false));  // (N k), stable
+  const at::Tensor token = at::floor_divide(order, k);
+  const at::Tensor counts = at::bincount(experts, {}, E);                             // (E)
+  const at::Tensor rows = flat.index_select(0, token);                                // (N k, C)
+  const at::Tensor h = at::silu(grouped_linear(rows, w.gate, counts)) * grouped_linear(rows, w.up, counts);
+  const at::Tensor y = grouped_linear(h, w.down, counts) * top.reshape({-1}).index_select(0, order).unsqueeze(1);
+  at::Tensor sum = at::zeros({N, C}, y.options()).index_add(0, token, y);             // (N, C)
+  if (w.shared_gate.defined()) {
+    const at::Tensor shared = at::linear(at::silu(at::linear(flat, w.shared_gate)) * at::linear(flat, w.shared_up),
+                                         w.shared_down);
+    sum = sum + at::sigmoid(at::linear(flat, w.shared_expert_gate)) * shared;
+  }
+  out.y = sum.view(x.sizes());
+  return out;
+}
+
+at::Tensor load_balancing_loss(const std::vector<at::Tensor>& router_logits, int64_t experts, int64_t top_k,
+                               const at::Tensor& mask) {
+  const at::TensorOptions f32 = router_logits.front().options().dtype(at::kFloat);
+  at::Tensor routed = at::zeros({experts}, f32), probability = at::zeros({experts}, f32), rows = at::zeros({}, f32);
+  for (const at::Tensor& logits : router_logits) {
+    const at::Tensor p = at::softmax(logits, -1).to(at::kFloat);                      // (N, E)
+    const at::Tensor chosen = std::get<1>(p.topk(top_k, -1)).reshape({-1});           // (N k)
+    const at::Tensor weight = mask.defined() ? mask.to(at::kFloat).repeat_interleave(top_k) : at::ones_like(chosen, f32);
+    routed = routed + at::zeros({experts}, f32).scatter_add(0, chosen, weight);
+    probability = probability + (mask.defined() ? p * mask.to(at::kFloat).unsqueeze(-1) : p).sum(0);
+    rows = rows + (mask.defined() ? mask.to(at::kFloat).sum() : at::full({}, double(p.size(0)), f32));
+  }
+  return (routed / rows * (probability / rows)).sum() * static_cast<double>(experts);
+}
+
+}  // namespace loom_gpt

@@ -1,0 +1,165 @@
+// moe_test.cpp: hf_causal_lm's mixtures of experts (Qwen3-MoE, Qwen2-MoE with its shared
+// expert, Mixtral) on folders the real transformers saved, against that library's own forward
+// and backward (moe_reference.py): logits, the auxiliary load-balancing loss, the training loss
+// with it, every gradient; the grouped expert products against one product per expert in
+// double; an export that transformers reads back; what is not built refused by name.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include "torch_doctest.hpp"  // before any torch or doctest header
+
+#include <ATen/core/grad_mode.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "model_harness.hpp"
+#include "moe.hpp"
+#include "reference_io.hpp"
+#include "run_host.hpp"
+
+namespace fs = std::filesystem;
+using namespace loom_test;
+
+namespace {
+
+constexpr const char* kScript = "tests/hf_models/moe_reference.py";
+const char* kArchitectures[] = {"qwen3_moe", "qwen2_moe", "mixtral"};
+
+// A manifest training hf_causal_lm from `folder` on synthetic tokens, its [run] extended by `run`.
+fs::path manifest_for(const fs::path& root, const fs::path& folder, const std::string& run, const std::string& rest) {
+  const fs::path path = root / "m.toml";
+  std::ofstream(path) << "[run]\ndir = \"" << root.string() << "\"\nthreads = 1\n" << run
+                      << "[model]\nuse = \"hf_causal_lm\"\nfrom = \"" << folder.string() << "\"\nseq_len = 16\n"
+                      << "[data]\nuse = \"synthetic\"\nseq_len = 16\nbatch_size = 2\nvocab_size = 64\n" << rest;
+  return path;
+}
+
+double metric(const loom::ForwardResult& r, const std::string& name) {
+  for (const loom::ReportedMetric& m : r.metrics)
+    if (m.name == name) return m.value.item<double>();
+  FAIL("no metric " << name);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("Qwen3-MoE, Qwen2-MoE and Mixtral folders (transformers 5 and 4 spellings) give transformers' logits, aux loss and gradients") {
+  const fs::path root = tmp_dir("moe-transformers");
+  const at::Tensor ids = tokens(2, 12, 64, 5), targets = tokens(2, 12, 64, 6);
+  for (const char* arch : kArchitectures)
+    for (const char* spelling : {"v5", "v4"}) {
+      const std::string name = std::string(arch) + "-" + spelling;
+      CAPTURE(name);
+      const fs::path dir = root / name;
+      run_reference(kScript, std::string("write --arch ") + arch + " --out " + dir.string() + " --seed 3 --spelling " + spelling);
+      const nlohmann::json ref = reference_json(
+          kScript, "train --model " + dir.string() + " --ids " + ids_text(ids) + " --targets " + ids_text(targets),
+          dir / "train.json");
+      auto model = make_model("hf_causal_lm", toml::table{{"from", dir.string()}, {"seq_len", 16}});
+      {
+        at::NoGradGuard no_grad;
+        model->set_training(false);
+        const double error = relative_error(model->logits(ids), as_tensor(ref["logits"]));
+        MESSAGE(name << ": max relative logit error " << error);
+        CHECK(error < 1e-5);
+      }
+      model->set_training(true);
+      const loom::ForwardResult r = model->forward(ids, targets);
+      const double aux = ref["aux_loss"].get<double>(), loss = ref["loss"].get<double>();
+      CHECK(std::abs(metric(r, "moe_aux_loss") - aux) < 1e-5 * aux);
+      CHECK(std::abs(r.loss_sum.item<double>() - loss) < 1e-5 * loss);  // token loss + coef * aux per token
+      CHECK(metric(r, "moe_layer1_imbalance") >= 1.0);
+      CHECK(metric(r, "moe_layer1_router_entropy") > 0.0);
+      r.loss_sum.backward();
+      size_t compared = 0;
+      const auto params = model->params();
+      const double worst = worst_gradient_error(params, ref["grads"], compared);
+      CHECK(compared == ref["grads"].size());
+      CHECK(compared == params.size());  // untied: every parameter, each expert apart
+      MESSAGE(name << ": " << compared << " gradients, max relative error " << worst);
+      CHECK(worst < 1e-5);
+    }
+}
+
+TEST_CASE("grouped expert products equal one product per expert in double, forward and backward") {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  const at::Tensor counts = at::tensor({5, 0, 9, 1, 7}, at::kLong);  // an expert with no rows
+  const int64_t rows = counts.sum().item<int64_t>(), in = 24, out = 40;
+  const at::Tensor x64 = at::randn({rows, in}, gen, at::kDouble);
+  std::vector<at::Tensor> w64, w32;
+  for (int64_t e = 0; e < counts.size(0); ++e) {
+    w64.push_back(at::randn({out, in}, gen, at::kDouble).requires_grad_());
+    w32.push_back(w64.back().detach().to(at::kFloat).requires_grad_());
+  }
+  const at::Tensor x32 = x64.to(at::kFloat).requires_grad_();
+  const at::Tensor x64g = x64.clone().requires_grad_();
+  const at::Tensor grouped = loom_gpt::grouped_linear(x32, w32, counts);  // at::_grouped_mm
+  std::vector<at::Tensor> per_expert;
+  for (int64_t e = 0, start = 0; e < counts.size(0); start += counts[e].item<int64_t>(), ++e)
+    per_expert.push_back(at::linear(x64g.narrow(0, start, counts[e].item<int64_t>()), w64[static_cast<size_t>(e)]));
+  const at::Tensor reference = at::cat(per_expert);
+  CHECK(relative_error(grouped, reference) < 1e-6);
+  const at::Tensor up = at::randn({rows, out}, gen, at::kDouble);
+  grouped.backward(up.to(at::kFloat));
+  reference.backward(up);
+  CHECK(relative_error(x32.grad(), x64g.grad()) < 1e-6);
+  for (size_t e = 0; e < w64.size(); ++e) {
+    CAPTURE(e);
+    if (counts[static_cast<int64_t>(e)].item<int64_t>() == 0) {
+      CHECK(w32[e].grad().abs().max().item<double>() == 0.0);
+      continue;
+    }
+    CHECK(relative_error(w32[e].grad(), w64[e].grad()) < 1e-6);
+  }
+  // The double path (one product per expert on the sorted rows) is the reference itself.
+  CHECK(relative_error(loom_gpt::grouped_linear(x64, w64, counts), reference.detach()) < 1e-12);
+}
+
+TEST_CASE("a trained MoE run exports a folder transformers loads, with the same logits") {
+  const fs::path root = tmp_dir("moe-export");
+  run_reference(kScript, "write --arch qwen2_moe --out " + (root / "base").string() + " --seed 4");
+  const fs::path manifest = manifest_for(root, root / "base", "name = \"tuned\"\nsteps = 3\n",
+                                        "[optimizer]\nuse = \"adamw\"\nlr = 0.01\n[checkpoint]\nevery = 3\n"
+                                        "[[trackers]]\nuse = \"jsonl\"\n");
+  const auto trained = run_host("run " + manifest.string());
+  REQUIRE_MESSAGE(trained.code == 0, trained.err);
+  const std::string logged = read_file(root / "tuned" / "metrics.jsonl");
+  const nlohmann::json first = nlohmann::json::parse(logged.substr(0, logged.find('\n')));
+  CHECK(first.contains("moe_aux_loss"));
+  CHECK(first.contains("moe_layer0_imbalance"));
+  const auto exported = run_host("export " + (root / "tuned").string() + " --dtype fp32 --out " + (root / "hf").string());
+  REQUIRE_MESSAGE(exported.code == 0, exported.err);
+  const at::Tensor ids = tokens(2, 10, 64, 9);
+  const nlohmann::json ref = reference_json(kScript, "train --model " + (root / "hf").string() + " --ids " +
+                                                         ids_text(ids) + " --targets " + ids_text(ids),
+                                            root / "hf.json");
+  auto model = make_model("hf_causal_lm", toml::table{{"from", (root / "hf").string()}, {"seq_len", 16}});
+  auto base = make_model("hf_causal_lm", toml::table{{"from", (root / "base").string()}, {"seq_len", 16}});
+  at::NoGradGuard no_grad;
+  model->set_training(false);
+  base->set_training(false);
+  const at::Tensor logits = model->logits(ids);
+  CHECK(relative_error(logits, as_tensor(ref["logits"])) < 1e-5);
+  CHECK(relative_error(base->logits(ids), logits.to(at::kDouble)) > 1e-4);  // the weights did train
+}
+
+TEST_CASE("what a mixture of experts cannot do yet is refused in one line, with exit code 2") {
+  const fs::path root = tmp_dir("moe-refusals");
+  run_reference(kScript, "write --arch mixtral --out " + (root / "base").string() + " --seed 4");
+  const fs::path manifest = manifest_for(root, root / "base", "steps = 1\n", "[optimizer]\nuse = \"sgd\"\nlr = 0.1\n");
+  const auto refused = [&](const std::string& args, const std::string& part) {
+    const auto r = run_host(args);
+    CAPTURE(r.err);
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, part));
+  };
+  const std::string run = "run " + manifest.string();
+  refused(run + " --set model.activation_checkpointing=full", "activation_checkpointing with a mixture of experts");
+  refused(run + " --set 'lora.targets=[\"w1\"]'", "LoRA on experts is not built");
+  refused("launch --nproc-per-node 2 -- " + run + " --set distributed.tensor_parallel=2",
+          "a mixture of experts under [distributed] tensor_parallel > 1 is not built");
+  nlohmann::json config = nlohmann::json::parse(read_file(root / "base" / "config.json"));
+  config["router_jitter_noise"] = 0.01;
+  std::ofstream(root / "base" / "config.json") << config.dump();
+  refused(run, "router_jitter_noise");
+}
