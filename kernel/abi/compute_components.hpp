@@ -71,6 +71,8 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
   at::Tensor decode(const at::Tensor& inputs, int64_t past);
   // (ABI 1.11) Whether this instance takes sequence pieces and attends across whole rows.
   bool handles_sequence_parallel() const { return vt_.sequence_parallel && vt_.sequence_parallel(handle_) != 0; }
+  // (ABI 1.12) Whether this instance computes its experts over the expert-parallel group.
+  bool handles_expert_parallel() const { return vt_.expert_parallel && vt_.expert_parallel(handle_) != 0; }
   // (ABI 1.3) The model's Hugging Face description (loom/model.h), or "" when it has none.
   std::string hugging_face() const;
 

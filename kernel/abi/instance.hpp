@@ -44,6 +44,7 @@ struct RunContext {
   AdapterSettings adapters;  // the model's only; enabled = false for every other kind
   int32_t tensor_parallel_rank = 0, tensor_parallel_size = 1;  // the model's only (ABI 1.10)
   int32_t sequence_parallel_rank = 0, sequence_parallel_size = 1;  // the model's only (ABI 1.11)
+  int32_t expert_parallel_rank = 0, expert_parallel_size = 1;  // the model's only (ABI 1.12)
 };
 
 template <class VTable, class Handle>
@@ -94,6 +95,8 @@ class Instance {
     context.tensor_parallel_size = run_.tensor_parallel_size;
     context.sequence_parallel_rank = run_.sequence_parallel_rank;
     context.sequence_parallel_size = run_.sequence_parallel_size;
+    context.expert_parallel_rank = run_.expert_parallel_rank;
+    context.expert_parallel_size = run_.expert_parallel_size;
     std::vector<const char*> targets;
     for (const std::string& t : run_.adapters.targets) targets.push_back(t.c_str());
     loom_adapter_spec adapters{};

@@ -12,7 +12,7 @@
 namespace loom {
 namespace {
 
-std::array<std::atomic<GroupCollectives*>, 2> g_groups{};  // by loom_collective_group
+std::array<std::atomic<GroupCollectives*>, 3> g_groups{};  // by loom_collective_group
 
 }  // namespace
 
@@ -27,7 +27,8 @@ loom_status* tensor_parallel_collective(loom_collective_args* args) {
   if (args == nullptr || args->input == nullptr || args->output == nullptr)
     return fail(LOOM_STATUS_CODE_INVALID_ARGUMENT, "tensor_parallel_collective: args, input and output must be set");
   const int32_t group = LOOM_STRUCT_HAS(args, loom_collective_args, group) ? args->group : LOOM_COLLECTIVE_GROUP_TENSOR;
-  if (group != LOOM_COLLECTIVE_GROUP_TENSOR && group != LOOM_COLLECTIVE_GROUP_SEQUENCE)
+  if (group != LOOM_COLLECTIVE_GROUP_TENSOR && group != LOOM_COLLECTIVE_GROUP_SEQUENCE &&
+      group != LOOM_COLLECTIVE_GROUP_EXPERT)
     return fail(LOOM_STATUS_CODE_INVALID_ARGUMENT, "tensor_parallel_collective: unknown group " + std::to_string(group));
   try {
     const at::Tensor& x = tensor(args->input);

@@ -250,6 +250,15 @@ const HostTable<DistributedSettings>& distributed_table() {
               "must be a multiple of tensor_parallel x sequence_parallel; data parallelism (with shard) runs over "
               "the rest. Models: llama, gpt and hf_causal_lm; S must divide the query heads of each tensor "
               "piece and the rows' positions. Not yet with dropout. README \"Sequence parallelism\".",
+              {at_least<int64_t>(1)}),
+       option("expert_parallel", &S::expert_parallel,
+              "Data-parallel ranks per expert-parallel group (GShard's layout) for mixture-of-experts models: "
+              "each reads its own batches and computes 1/E of every sparse layer's experts, for the tokens of "
+              "every rank of its group, which an all-to-all sends to it and a second sends back. It must divide "
+              "the world size and the experts; every rank still keeps every expert's weights (shard them with "
+              "shard = \"optimizer\" or \"gradients\"). Models: hf_causal_lm with Qwen2-MoE, Qwen3-MoE or "
+              "Mixtral; not with tensor_parallel, sequence_parallel or shard = \"parameters\". README "
+              "\"Mixtures of experts\".",
               {at_least<int64_t>(1)})}};
   return table;
 }

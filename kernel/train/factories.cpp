@@ -12,6 +12,7 @@
 #include "dist/device_mesh.hpp"
 #include "train/cpu_memory.hpp"
 #include "train/device.hpp"
+#include "train/mesh_groups.hpp"
 #include "train/cuda_probe.hpp"
 #include "train/peak_flops.hpp"
 #include "train/trainer.hpp"
@@ -36,6 +37,7 @@ void check_run_plan(const RunPlan& plan, const DistEnv& env) {
   const at::Device device = resolve_device(plan.run.device, env.local_rank, plan.run.device_at);
   make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel),
                    static_cast<int>(plan.distributed.sequence_parallel));  // their product divides the world
+  check_expert_parallel(plan.distributed, env.world_size);
   if (env.world_size <= 1 || !uses_nccl(plan.distributed, device)) return;
   if (!Communicator::nccl_available())
     throw usage_failure("[distributed] backend nccl: this host was built without NCCL (no CUDA toolkit with NCCL "

@@ -57,15 +57,18 @@ void GradientSync::arm() {
   missing_ = bucket_size_;
   started_.assign(buckets_.size(), false);
   started_early_ = 0;
+  next_ = 0;
 }
 
 void GradientSync::on_gradient_ready(size_t param_index) {
   if (!armed_) return;  // micro-batches before the last accumulate locally
-  for (size_t b : param_buckets_[param_index]) {
-    if (--missing_[b] == 0 && !started_[b]) {
-      start(b);
-      ++started_early_;
-    }
+  for (size_t b : param_buckets_[param_index]) --missing_[b];
+  // Buckets start in their order only: every rank must issue its collectives in the same order,
+  // and the order in which parameters get their gradients may differ between ranks (under
+  // expert parallelism each computes other experts, and some get none on a rank).
+  while (next_ < buckets_.size() && missing_[next_] == 0) {
+    start(next_++);
+    ++started_early_;
   }
 }
 

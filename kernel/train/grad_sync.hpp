@@ -1,8 +1,9 @@
 // grad_sync.hpp: data-parallel gradient all-reduce that overlaps backward. The flat gradient
 // buffer is cut into buckets (reverse registration order, so the gradients backward produces
 // first fill the first buckets). A post-hook on each parameter's gradient accumulator counts
-// the parameters still missing from each bucket; when a bucket is complete during the last
-// micro-batch's backward, its all-reduce starts while backward goes on.
+// the parameters still missing from each bucket; when a bucket and every bucket before it are
+// complete during the last micro-batch's backward, its all-reduce starts while backward goes on
+// (in bucket order, the same on every rank).
 //
 // Sharded (FlatParams::shard()): buckets end at slice edges. "gradients" and "parameters"
 // reduce each bucket to its owner only instead of all-reducing it, and once a reduce is done
@@ -66,6 +67,7 @@ class GradientSync {
   std::deque<std::pair<size_t, uint64_t>> reducing_;  // (bucket, ticket) of reduces in flight
   bool armed_ = false;
   size_t started_early_ = 0;
+  size_t next_ = 0;  // this step: the first bucket not started (buckets start in order)
 };
 
 }  // namespace loom

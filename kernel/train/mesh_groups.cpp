@@ -36,7 +36,21 @@ at::Tensor CommunicatorCollectives::all_to_all(const at::Tensor& x) {
   return out;
 }
 
-MeshGroups::MeshGroups(Communicator& world, const DeviceMesh& mesh) : mesh_(mesh) {
+void check_expert_parallel(const DistributedSettings& distributed, int world_size) {
+  const int64_t experts = distributed.expert_parallel;
+  if (experts == 1) return;
+  const std::string what = "[distributed] expert_parallel = " + std::to_string(experts);
+  if (experts < 1 || world_size % experts != 0)
+    throw usage_failure(what + " does not divide the " + std::to_string(world_size) +
+                        " ranks; launch a multiple of it (host launch --nproc-per-node)");
+  if (distributed.tensor_parallel > 1 || distributed.sequence_parallel > 1)
+    throw usage_failure(what + " with tensor_parallel or sequence_parallel > 1 is not built; use one of them");
+  if (distributed.shard == "parameters")
+    throw usage_failure(what + " with shard = \"parameters\" is not built (every layer would gather every expert); "
+                        "use shard = \"optimizer\" or \"gradients\"");
+}
+
+MeshGroups::MeshGroups(Communicator& world, const DeviceMesh& mesh, int experts) : mesh_(mesh) {
   // Every rank creates every group it belongs to in this order; only a group's own ranks meet
   // under its name (each group has its own store prefix).
   const std::string place = std::to_string(mesh.data_rank()) + "." + std::to_string(mesh.sequence_rank());
@@ -51,6 +65,14 @@ MeshGroups::MeshGroups(Communicator& world, const DeviceMesh& mesh) : mesh_(mesh
     sequence_calls_ = std::make_unique<CommunicatorCollectives>(*sequence_);
     set_group_collectives(LOOM_COLLECTIVE_GROUP_SEQUENCE, sequence_calls_.get());
   }
+  if (experts > 1) {
+    const int first = mesh.rank / experts * experts;
+    std::vector<int> ranks;
+    for (int r = first; r < first + experts; ++r) ranks.push_back(r);
+    expert_ = std::make_unique<Communicator>(world, ranks, "expert" + std::to_string(first / experts));
+    expert_calls_ = std::make_unique<CommunicatorCollectives>(*expert_);
+    set_group_collectives(LOOM_COLLECTIVE_GROUP_EXPERT, expert_calls_.get());
+  }
   if (mesh.replicas() > 1)
     replica_ = std::make_unique<Communicator>(world, mesh.replica_group(), "replica" + std::to_string(mesh.tensor_rank()));
 }
@@ -58,6 +80,7 @@ MeshGroups::MeshGroups(Communicator& world, const DeviceMesh& mesh) : mesh_(mesh
 MeshGroups::~MeshGroups() {
   set_group_collectives(LOOM_COLLECTIVE_GROUP_TENSOR, nullptr);
   set_group_collectives(LOOM_COLLECTIVE_GROUP_SEQUENCE, nullptr);
+  set_group_collectives(LOOM_COLLECTIVE_GROUP_EXPERT, nullptr);
 }
 
 }  // namespace loom

@@ -1,8 +1,12 @@
 // mesh_groups.hpp: the communicators of a run's device mesh (dist/device_mesh.hpp) when it
-// splits the model ([distributed] tensor_parallel or sequence_parallel > 1): the tensor group,
-// the sequence group, and the replica group over which gradients are summed or sharded. While
-// the run trains, the tensor and sequence groups serve the model's collectives
-// (abi/tensor_parallel_collective.hpp, ABI 1.10 and 1.11).
+// splits the model ([distributed] tensor_parallel, sequence_parallel or expert_parallel > 1):
+// the tensor group, the sequence group, the expert group, and the replica group over which
+// gradients are summed or sharded. While the run trains, the tensor, sequence and expert groups
+// serve the model's collectives (abi/tensor_parallel_collective.hpp, ABI 1.10 to 1.12).
+//
+// Expert parallelism (E ranks per group) splits the data-parallel ranks only: world rank r is
+// expert rank r % E of the group of ranks E (r / E) .. E (r / E) + E - 1, which read different
+// batches; every rank keeps every parameter, so the replica group stays the whole world.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -12,6 +16,7 @@
 #include "abi/tensor_parallel_collective.hpp"
 #include "dist/communicator.hpp"
 #include "dist/device_mesh.hpp"
+#include "train/run_plan.hpp"
 
 namespace loom {
 
@@ -27,11 +32,15 @@ class CommunicatorCollectives final : public GroupCollectives {
   Communicator& group_;
 };
 
+// Throws a usage Failure naming [distributed] expert_parallel when it does not divide the world
+// or comes with tensor_parallel, sequence_parallel or shard = "parameters" (not built).
+void check_expert_parallel(const DistributedSettings& distributed, int world_size);
+
 class MeshGroups {
  public:
   // Every rank calls this in step, with the world's communicator; creates the groups of more
-  // than one rank and installs the model's collectives.
-  MeshGroups(Communicator& world, const DeviceMesh& mesh);
+  // than one rank and installs the model's collectives. experts: ranks per expert group.
+  MeshGroups(Communicator& world, const DeviceMesh& mesh, int experts = 1);
   ~MeshGroups();
   MeshGroups(const MeshGroups&) = delete;
   MeshGroups& operator=(const MeshGroups&) = delete;
@@ -43,8 +52,8 @@ class MeshGroups {
 
  private:
   DeviceMesh mesh_;
-  std::unique_ptr<Communicator> tensor_, sequence_, replica_;
-  std::unique_ptr<CommunicatorCollectives> tensor_calls_, sequence_calls_;
+  std::unique_ptr<Communicator> tensor_, sequence_, expert_, replica_;
+  std::unique_ptr<CommunicatorCollectives> tensor_calls_, sequence_calls_, expert_calls_;
 };
 
 }  // namespace loom

@@ -35,14 +35,16 @@ inline int64_t total_steps(const RunPlan& c, const DatasetInstance& data) {
   return (c.run.epochs * per_epoch + c.run.grad_accum - 1) / c.run.grad_accum;
 }
 
-// The context of every kind but the model, which alone sees its tensor- and sequence-parallel
-// groups (ABI 1.10, 1.11).
+// The context of every kind but the model, which alone sees its tensor-, sequence- and
+// expert-parallel groups (ABI 1.10, 1.11, 1.12).
 inline RunContext with_total_steps(RunContext run, int64_t total) {
   run.total_steps = total;
   run.tensor_parallel_rank = 0;
   run.tensor_parallel_size = 1;
   run.sequence_parallel_rank = 0;
   run.sequence_parallel_size = 1;
+  run.expert_parallel_rank = 0;
+  run.expert_parallel_size = 1;
   return run;
 }
 

@@ -25,12 +25,16 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   comm_ = build_communicator(plan, env, device_);
   mesh_ = make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel),
                            static_cast<int>(plan.distributed.sequence_parallel));
-  if (mesh_.tensor > 1 || mesh_.sequence > 1) {  // the world splits into model groups and replica groups
-    mesh_groups_ = std::make_unique<MeshGroups>(*comm_, mesh_);
+  const int experts = static_cast<int>(plan.distributed.expert_parallel);
+  if (mesh_.tensor > 1 || mesh_.sequence > 1 || experts > 1) {  // model groups and replica groups
+    mesh_groups_ = std::make_unique<MeshGroups>(*comm_, mesh_, experts);
     if (mesh_.tensor > 1) tensor_parallel_ = std::make_unique<TensorParallel>(*mesh_groups_->tensor(), mesh_);
     world_comm_ = std::move(comm_);
     comm_ = mesh_groups_->take_replica_group();
-    spdlog::info("device mesh: {}", mesh_.describe());
+    spdlog::info("device mesh: {}{}", mesh_.describe(),
+                 experts > 1 ? "; expert groups of " + std::to_string(experts) + " data ranks, rank " +
+                                   std::to_string(mesh_.rank) + ": expert rank " + std::to_string(mesh_.rank % experts)
+                             : std::string());
   }
   ranks_met();
   RunContext context;
@@ -43,6 +47,8 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   context.tensor_parallel_size = mesh_.tensor;
   context.sequence_parallel_rank = mesh_.sequence_rank();
   context.sequence_parallel_size = mesh_.sequence;
+  context.expert_parallel_rank = mesh_.rank % experts;
+  context.expert_parallel_size = experts;
   context.total_steps = settings_.steps;
   p_ = std::make_unique<Pipeline>(plan, context);
   if (mesh_.sequence > 1 && !p_->model.handles_sequence_parallel())
@@ -50,6 +56,11 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
                         p_->model.component().name + " does not take pieces of rows (loom_model_vtable."
                         "sequence_parallel, ABI 1.11), and attention over a piece alone would be wrong; use a model "
                         "that does (llama, gpt, hf_causal_lm) or sequence_parallel = 1");
+  if (experts > 1 && !p_->model.handles_expert_parallel())
+    throw usage_failure("[distributed] expert_parallel = " + std::to_string(experts) + ": model " +
+                        p_->model.component().name + " does not compute its experts over an expert-parallel group "
+                        "(loom_model_vtable.expert_parallel, ABI 1.12); use a mixture of experts through "
+                        "hf_causal_lm (Qwen2-MoE, Qwen3-MoE, Mixtral) or expert_parallel = 1");
   if (tensor_parallel_) {
     TensorParallel::check_model_splits(p_->model.params(), p_->model.component().name, mesh_.tensor);
     whole_params_ = TensorParallel::whole_params(dense_params(p_->model.params()));

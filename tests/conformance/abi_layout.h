@@ -59,7 +59,7 @@
   X(loom_host_api, tensor_parallel_collective, 14) X(loom_param_view, split_dim, 5)            \
   X(loom_collective_args, input, 2) X(loom_collective_args, output, 3)                         \
   X(loom_collective_args, group, 4) X(loom_model_vtable, sequence_parallel, 11) \
-  X(loom_param_view, split_blocks, 6)
+  X(loom_param_view, split_blocks, 6) X(loom_model_vtable, expert_parallel, 12)
 
 #ifdef __cplusplus
 extern "C" {

@@ -78,6 +78,7 @@ class LlamaModel : public CausalLm {
                        s_.dropout);
     set_tensor_parallel(tp_);
     if (s_.moe.any()) check_moe_layout(ctx);
+    ep_ = loom::expert_parallel::Group(ctx);
     // Key/value heads that S does not divide are repeated in attention, so only the queries count.
     set_sequence_parallel(sp::Group(ctx), s_.component, s_.n_head / tp_.size, s_.dropout);
     const int64_t V = s_.vocab_size, C = s_.n_embd, H = s_.n_head, K = s_.n_kv_head, D = s_.head_dim,
@@ -194,7 +195,23 @@ class LlamaModel : public CausalLm {
                                             "use sequence_parallel = 1");
     require(s_.recompute.mode == "none", who + ": activation_checkpointing with a mixture of experts is not built "
                                                "(the recomputed routers would count twice); set it to \"none\"");
+    const int64_t ranks = ctx.expert_parallel_size;
+    require(s_.moe.experts % ranks == 0, who + ": [distributed] expert_parallel = " + std::to_string(ranks) +
+                                             " does not divide the " + std::to_string(s_.moe.experts) +
+                                             " experts; choose a divisor of them");
+    if (ranks > 1)
+      loom::log(LOOM_LOG_LEVEL_INFO, who,
+                "expert rank " + std::to_string(ctx.expert_parallel_rank) + " of " + std::to_string(ranks) +
+                    " computes experts " + std::to_string(ctx.expert_parallel_rank * s_.moe.experts / ranks) + ".." +
+                    std::to_string((ctx.expert_parallel_rank + 1) * s_.moe.experts / ranks - 1) +
+                    " of every sparse layer");
   }
+
+ public:
+  // A mixture of experts computes its experts over the expert-parallel group (moe.hpp).
+  bool expert_parallel() const override { return s_.moe.any(); }
+
+ private:
 
   // The mixture of experts' auxiliary loss, from the routers of the forward just run
   // (moe.hpp): reported, per layer its load imbalance (the busiest expert's tokens over the
@@ -286,7 +303,7 @@ class LlamaModel : public CausalLm {
   // layer's experts (whose routers extra_loss_sum reads).
   at::Tensor mlp(const Layer& l, const at::Tensor& x) const {
     if (l.sparse) {
-      MoeOutput out = moe_mlp(l.moe, s_.moe, x);
+      MoeOutput out = moe_mlp(l.moe, s_.moe, x, ep_);
       routers_.push_back(out.router_logits);
       chosen_.push_back(out.chosen);
       return maybe_dropout(out.y, s_.dropout, training_);
@@ -306,6 +323,7 @@ class LlamaModel : public CausalLm {
   at::Tensor lm_head_;         // (V, C); the same tensor as embed_ when tied
   Rope rope_;                  // (T, D) cos and sin; buffers
   mutable std::vector<at::Tensor> routers_, chosen_;  // the last forward's, per sparse layer: (N, E), (N, k)
+  loom::expert_parallel::Group ep_;  // this rank's expert-parallel group (size 1: every expert here)
 };
 
 LlamaSpec spec_from_options(const loom::Config& c, const loom::Context& ctx) {

@@ -1,5 +1,7 @@
 #include "moe.hpp"
 
+#include <algorithm>
+
 namespace loom_gpt {
 
 MoeNames::MoeNames(const std::string& prefix, bool mixtral) {
@@ -34,7 +36,55 @@ at::Tensor grouped_linear(const at::Tensor& rows, const std::vector<at::Tensor>&
   return at::cat(out);
 }
 
-MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x) {
+namespace {
+
+namespace ep = loom::expert_parallel;
+
+// The SwiGLU of experts first .. first + counts.size(0) - 1 on rows sorted by expert.
+at::Tensor experts_of(const MoeWeights& w, int64_t first, const at::Tensor& rows, const at::Tensor& counts) {
+  const int64_t n = counts.size(0);
+  const auto slice = [&](const std::vector<at::Tensor>& all) {
+    return std::vector<at::Tensor>(all.begin() + first, all.begin() + first + n);
+  };
+  if (rows.size(0) == 0) return at::zeros({0, w.down.front().size(0)}, rows.options());
+  const at::Tensor h = at::silu(grouped_linear(rows, slice(w.gate), counts)) * grouped_linear(rows, slice(w.up), counts);
+  return grouped_linear(h, slice(w.down), counts);
+}
+
+// Rows (sorted by expert, counts per expert) computed by the ranks that own their experts:
+// each rank's rows padded to the group's largest count go out in one all-to-all, this rank's
+// experts run on what every rank sent it (regrouped by expert), and a second all-to-all brings
+// the results back to the same places.
+at::Tensor experts_over_group(const MoeWeights& w, const at::Tensor& rows, const at::Tensor& counts,
+                              const ep::Group& g) {
+  const int64_t E = counts.size(0), P = g.size, local = E / P, C = rows.size(1);
+  const at::Tensor per_rank = counts.view({P, local});                          // (P, E/P): my rows per expert
+  const at::Tensor sent_to = per_rank.sum(1).cpu();                              // (P)
+  const at::Tensor got = ep::counts_exchange(per_rank.contiguous(), g).cpu();    // (P, E/P): rank i's rows for mine
+  const int64_t cap = std::max<int64_t>(1, ep::max_over(sent_to.max().reshape({1}).to(counts.device()), g).item<int64_t>());
+  // My sorted rows in the padded send buffer: rank j's at j * cap + 0 .. sent_to[j] - 1.
+  std::vector<int64_t> out_place;
+  for (int64_t j = 0; j < P; ++j)
+    for (int64_t i = 0; i < sent_to[j].item<int64_t>(); ++i) out_place.push_back(j * cap + i);
+  // What I received, regrouped by my experts: for expert e, rank i's rows of it, in rank order.
+  std::vector<int64_t> in_place;
+  for (int64_t e = 0; e < local; ++e)
+    for (int64_t i = 0; i < P; ++i) {
+      const int64_t before = got[i].narrow(0, 0, e).sum().item<int64_t>(), n = got[i][e].item<int64_t>();
+      for (int64_t k = 0; k < n; ++k) in_place.push_back(i * cap + before + k);
+    }
+  const at::Tensor out_index = at::tensor(out_place, at::kLong).to(rows.device());
+  const at::Tensor in_index = at::tensor(in_place, at::kLong).to(rows.device());
+  const at::Tensor padded = at::zeros({P * cap, C}, rows.options()).index_copy(0, out_index, rows);
+  const at::Tensor received = ep::exchange(padded, g).index_select(0, in_index);          // (M, C)
+  const at::Tensor done = experts_of(w, g.rank * local, received, got.sum(0).to(counts.device()));
+  const at::Tensor back = at::zeros({P * cap, C}, done.options()).index_copy(0, in_index, done);
+  return ep::exchange(back, g).index_select(0, out_index);                                 // (N k, C)
+}
+
+}  // namespace
+
+MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x, const ep::Group& group) {
   const int64_t C = x.size(-1), E = spec.experts, k = spec.top_k;
   const at::Tensor flat = x.reshape({-1, C});                                         // (N, C)
   const int64_t N = flat.size(0);
@@ -51,8 +101,8 @@ MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x)
   const at::Tensor token = at::floor_divide(order, k);
   const at::Tensor counts = at::bincount(experts, {}, E);                             // (E)
   const at::Tensor rows = flat.index_select(0, token);                                // (N k, C)
-  const at::Tensor h = at::silu(grouped_linear(rows, w.gate, counts)) * grouped_linear(rows, w.up, counts);
-  const at::Tensor y = grouped_linear(h, w.down, counts) * top.reshape({-1}).index_select(0, order).unsqueeze(1);
+  const at::Tensor computed = group.split() ? experts_over_group(w, rows, counts, group) : experts_of(w, 0, rows, counts);
+  const at::Tensor y = computed * top.reshape({-1}).index_select(0, order).unsqueeze(1);
   at::Tensor sum = at::zeros({N, C}, y.options()).index_add(0, token, y);             // (N, C)
   if (w.shared_gate.defined()) {
     const at::Tensor shared = at::linear(at::silu(at::linear(flat, w.shared_gate)) * at::linear(flat, w.shared_up),

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <loom/expert_parallel.hpp>
 
 #include <string>
 #include <vector>
@@ -63,8 +64,11 @@ struct MoeOutput {
   at::Tensor chosen;         // (N, k) int64: each token's experts
 };
 
-// x: (..., C) -> the MoE MLP's output.
-MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x);
+// x: (..., C) -> the MoE MLP's output. Under expert parallelism (group.split()) this rank
+// computes experts group.rank * E/P .. (group.rank + 1) * E/P - 1 for the rows of every rank of
+// the group (loom/expert_parallel.hpp), and its other experts' weights are not used.
+MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x,
+                  const loom::expert_parallel::Group& group = {});
 
 // rows: (N, C) with each (token, expert) pair's row; counts: (E) rows per expert, sorted by
 // expert; weights: E matrices (out, in) -> (N, out), each row times its expert's weight^T.

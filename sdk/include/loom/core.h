@@ -30,7 +30,8 @@
  *      loom_collective_args.group and LOOM_COLLECTIVE_ALL_TO_ALL,
  *      loom_model_vtable.sequence_parallel.
  * 1.12 loom_param_view.split_blocks: a parameter cut in blocks (fused q/k/v) over the
- *      tensor-parallel group.
+ *      tensor-parallel group; expert parallelism: loom_context.expert_parallel_rank/_size,
+ *      LOOM_COLLECTIVE_GROUP_EXPERT, loom_model_vtable.expert_parallel.
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -178,6 +179,13 @@ typedef struct loom_context {
      without it, and for every other kind; a host older than 1.11 leaves both 0: read 0 as 1. */
   int32_t sequence_parallel_rank;
   int32_t sequence_parallel_size;
+  /* (ABI 1.12) Models only: this rank's place in its expert-parallel group ([distributed]
+     expert_parallel = E): E data-parallel ranks, each reading its own batches, whose mixture-
+     of-experts layers send every token to the rank that computes its expert and back
+     (LOOM_COLLECTIVE_GROUP_EXPERT). A model that does so says it (loom_model_vtable.
+     expert_parallel). size 1 (and rank 0) without it; a host older than 1.12 leaves both 0. */
+  int32_t expert_parallel_rank;
+  int32_t expert_parallel_size;
 } loom_context;
 
 /* (ABI 1.8) Low-rank adapters (LoRA, Hu et al. 2021) a model adds to its linear layers: a layer
@@ -299,6 +307,7 @@ LOOM_ABI_OFFSET(loom_context, device, 5);
 LOOM_ABI_OFFSET(loom_context, adapters, 7);
 LOOM_ABI_OFFSET_BYTES(loom_context, tensor_parallel_size, 68);
 LOOM_ABI_OFFSET_BYTES(loom_context, sequence_parallel_size, 76);
+LOOM_ABI_OFFSET_BYTES(loom_context, expert_parallel_size, 84);
 LOOM_ABI_OFFSET(loom_adapter_spec, rank, 3);
 LOOM_ABI_OFFSET(loom_byte_writer, write, 2);
 

@@ -87,7 +87,8 @@ typedef enum loom_collective_op {
 /* (ABI 1.11) Which of the model's groups a collective spans. */
 typedef enum loom_collective_group {
   LOOM_COLLECTIVE_GROUP_TENSOR = 0,  /* loom_context.tensor_parallel_size ranks */
-  LOOM_COLLECTIVE_GROUP_SEQUENCE = 1 /* loom_context.sequence_parallel_size ranks */
+  LOOM_COLLECTIVE_GROUP_SEQUENCE = 1, /* loom_context.sequence_parallel_size ranks */
+  LOOM_COLLECTIVE_GROUP_EXPERT = 2    /* (ABI 1.12) loom_context.expert_parallel_size ranks */
 } loom_collective_group;
 
 typedef struct loom_collective_args {
@@ -208,6 +209,11 @@ typedef struct loom_model_vtable {
      refuses [distributed] sequence_parallel > 1 for it, since attention over a piece alone
      would be silently wrong. */
   int32_t (*sequence_parallel)(const loom_model* model);
+  /* (ABI 1.12) Optional: nonzero when this instance handles expert parallelism
+     (loom_context.expert_parallel_size > 1): its mixture-of-experts layers compute only this
+     rank's experts, for the tokens of every rank of the group. NULL, absent or 0: the host
+     refuses [distributed] expert_parallel > 1 for it. */
+  int32_t (*expert_parallel)(const loom_model* model);
 } loom_model_vtable;
 
 LOOM_ABI_OFFSET(loom_param_view, flags, 3);
@@ -230,6 +236,7 @@ LOOM_ABI_OFFSET(loom_model_logits_args, logits, 4);
 LOOM_ABI_OFFSET(loom_model_hugging_face_args, json, 1);
 LOOM_ABI_OFFSET(loom_model_vtable, decode, 10);
 LOOM_ABI_OFFSET(loom_model_vtable, sequence_parallel, 11);
+LOOM_ABI_OFFSET(loom_model_vtable, expert_parallel, 12);
 LOOM_ABI_OFFSET(loom_model_decode_args, past, 2);
 LOOM_ABI_OFFSET(loom_model_decode_args, logits, 3);
 

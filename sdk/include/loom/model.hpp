@@ -110,6 +110,10 @@ class Model {
   // then gets piece ctx.sequence_parallel_rank of every row and must attend across the whole
   // row through loom/sequence_parallel.hpp. The host refuses sequence parallelism otherwise.
   virtual bool sequence_parallel() const { return false; }
+  // (ABI 1.12) Whether this instance handles [distributed] expert_parallel > 1: its experts are
+  // computed by the ranks of the expert group, tokens exchanged through loom/expert_parallel.hpp.
+  // The host refuses expert parallelism otherwise.
+  virtual bool expert_parallel() const { return false; }
 
  protected:
   // Registers a parameter (in a fixed order) and returns a handle sharing its storage. The
@@ -341,6 +345,7 @@ struct ModelGlue {
   }
   static double flops_per_token(const loom_model* m) { return detail::self<Model>(m).flops_per_token(); }
   static int32_t sequence_parallel(const loom_model* m) { return detail::self<Model>(m).sequence_parallel() ? 1 : 0; }
+  static int32_t expert_parallel(const loom_model* m) { return detail::self<Model>(m).expert_parallel() ? 1 : 0; }
   static loom_status* logits(loom_model* m, const loom_model_logits_args* in) {
     return guard([&] {
       const loom_model_logits_args args = read_in(in);
@@ -399,7 +404,7 @@ const void* Model::vtable() {
       detail::overridden<typename detail::decode_pointer<T>::type, at::Tensor (Model::*)(const at::Tensor&, int64_t)>
           ? &ModelGlue<T>::decode
           : nullptr,
-      &ModelGlue<T>::sequence_parallel};
+      &ModelGlue<T>::sequence_parallel, &ModelGlue<T>::expert_parallel};
   return &vt;
 }
 

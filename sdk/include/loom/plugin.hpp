@@ -142,6 +142,8 @@ struct Context {
   int32_t tensor_parallel_rank = 0, tensor_parallel_size = 1;
   // Models only (ABI 1.11): this rank's place in its sequence-parallel group; size 1 without.
   int32_t sequence_parallel_rank = 0, sequence_parallel_size = 1;
+  // Models only (ABI 1.12): this rank's place in its expert-parallel group; size 1 without.
+  int32_t expert_parallel_rank = 0, expert_parallel_size = 1;
 
   explicit Context(const loom_context* in) {
     const loom_context c = read_in(in);
@@ -159,6 +161,10 @@ struct Context {
     if (c.sequence_parallel_size > 1) {  // 0 from a host older than 1.11 (read_in)
       sequence_parallel_rank = c.sequence_parallel_rank;
       sequence_parallel_size = c.sequence_parallel_size;
+    }
+    if (c.expert_parallel_size > 1) {  // 0 from a host older than 1.12 (read_in)
+      expert_parallel_rank = c.expert_parallel_rank;
+      expert_parallel_size = c.expert_parallel_size;
     }
     if (c.adapters != nullptr) {  // zero when the host is older than 1.8 (read_in)
       const loom_adapter_spec a = read_in(c.adapters);

@@ -37,29 +37,34 @@ namespace detail {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// x with dim `scatter` cut into size chunks, chunk j sent to rank j; what comes back from rank
-// i is put, in rank order, along dim `gather`, which grows size times while `scatter` shrinks.
-inline at::Tensor exchange(const at::Tensor& x, int64_t scatter, int64_t gather, int64_t size) {
+// x with dim `scatter` cut into size chunks, chunk j sent to rank j of `group`; what comes back
+// from rank i is put, in rank order, along dim `gather`, which grows size times while `scatter`
+// shrinks.
+inline at::Tensor exchange(const at::Tensor& x, int64_t scatter, int64_t gather, int64_t size,
+                           loom_collective_group group = LOOM_COLLECTIVE_GROUP_SEQUENCE) {
   if (x.size(scatter) % size != 0)
-    throw Error("sequence parallelism: dimension " + std::to_string(scatter) + " of size " +
-                std::to_string(x.size(scatter)) + " cannot be cut into " + std::to_string(size) + " pieces");
+    throw Error("all-to-all: dimension " + std::to_string(scatter) + " of size " + std::to_string(x.size(scatter)) +
+                " cannot be cut into " + std::to_string(size) + " pieces");
   const at::Tensor chunks = x.unflatten(scatter, {size, x.size(scatter) / size}).movedim(scatter, 0);  // (size, ...)
-  const at::Tensor got = tensor_parallel::collective(LOOM_COLLECTIVE_ALL_TO_ALL, chunks, LOOM_COLLECTIVE_GROUP_SEQUENCE);
+  const at::Tensor got = tensor_parallel::collective(LOOM_COLLECTIVE_ALL_TO_ALL, chunks, group);
   return got.movedim(0, gather).flatten(gather, gather + 1);
 }
 
-// Its backward is the exchange the other way.
+// Its backward is the exchange the other way (loom/expert_parallel.hpp uses it on its group).
 struct Exchange : torch::autograd::Function<Exchange> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t scatter, int64_t gather, int64_t size) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t scatter, int64_t gather, int64_t size,
+                            int64_t group = LOOM_COLLECTIVE_GROUP_SEQUENCE) {
     ctx->saved_data["scatter"] = scatter;
     ctx->saved_data["gather"] = gather;
     ctx->saved_data["size"] = size;
-    return exchange(x, scatter, gather, size);
+    ctx->saved_data["group"] = group;
+    return exchange(x, scatter, gather, size, static_cast<loom_collective_group>(group));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const int64_t scatter = ctx->saved_data["scatter"].toInt(), gather = ctx->saved_data["gather"].toInt();
-    return {exchange(grads[0], gather, scatter, ctx->saved_data["size"].toInt()), at::Tensor(), at::Tensor(),
-            at::Tensor()};
+    const auto group = static_cast<loom_collective_group>(ctx->saved_data["group"].toInt());
+    return {exchange(grads[0], gather, scatter, ctx->saved_data["size"].toInt(), group), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor()};
   }
 };
 }  // namespace detail
