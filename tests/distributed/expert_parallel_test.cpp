@@ -2,7 +2,8 @@
 // mixture-of-experts folders that transformers wrote (tests/hf_models/moe_reference.py), their
 // experts computed by the ranks of each expert group with tokens sent there and back by
 // all-to-all, against data parallelism alone and one process: losses and gradient norms for 20
-// steps, checkpoints resumed within and across layouts; what is not built refused.
+// steps, LoRA on the attention projections, checkpoints resumed within and across layouts;
+// what is not built refused.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
@@ -53,6 +54,13 @@ TEST_CASE("expert parallel 2, alone and with data parallel 2, gives data paralle
   const std::string with_aux = moe_manifest(aux_dir, moe_folder(aux_dir, "qwen3_moe", true));
   check_same_run(train(with_aux, "d2", {2}, kVocab), train(with_aux, "e2", {2}, experts(2)));
   check_same_run(train(with_aux, "d4", {4}, kVocab), train(with_aux, "e4", {4}, experts(4)));
+}
+
+TEST_CASE("LoRA on the attention projections of a mixture of experts trains on expert parallel 2 as in one process") {
+  const fs::path dir = loom_test::tmp_dir("ep-lora");
+  const std::string m = moe_manifest(dir, moe_folder(dir, "qwen2_moe", false));
+  std::ofstream(m, std::ios::app) << "[lora]\ntargets = [\"q_proj\", \"v_proj\", \"o_proj\"]\nrank = 4\nalpha = 8.0\n";
+  check_same_run(train(m, "l1", {1}, kVocab), train(m, "l2", {2}, experts(2)));
 }
 
 TEST_CASE("checkpoints of an expert-parallel run resume bit for bit on their layout and within 1e-5 on others") {
