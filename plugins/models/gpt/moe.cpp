@@ -59,19 +59,22 @@ at::Tensor experts_over_group(const MoeWeights& w, const at::Tensor& rows, const
                               const ep::Group& g) {
   const int64_t E = counts.size(0), P = g.size, local = E / P, C = rows.size(1);
   const at::Tensor per_rank = counts.view({P, local});                          // (P, E/P): my rows per expert
-  const at::Tensor sent_to = per_rank.sum(1).cpu();                              // (P)
-  const at::Tensor got = ep::counts_exchange(per_rank.contiguous(), g).cpu();    // (P, E/P): rank i's rows for mine
+  const at::Tensor sent_to = per_rank.sum(1).cpu().contiguous();                 // (P)
+  const at::Tensor got = ep::counts_exchange(per_rank.contiguous(), g).cpu().contiguous();  // (P, E/P): rank i's rows for mine
   const int64_t cap = std::max<int64_t>(1, ep::max_over(sent_to.max().reshape({1}).to(counts.device()), g).item<int64_t>());
-  // My sorted rows in the padded send buffer: rank j's at j * cap + 0 .. sent_to[j] - 1.
+  const auto sent = sent_to.accessor<int64_t, 1>();
+  const auto from = got.accessor<int64_t, 2>();
+  // My sorted rows in the padded send buffer: rank j's at j * cap + 0 .. sent[j] - 1.
   std::vector<int64_t> out_place;
   for (int64_t j = 0; j < P; ++j)
-    for (int64_t i = 0; i < sent_to[j].item<int64_t>(); ++i) out_place.push_back(j * cap + i);
-  // What I received, regrouped by my experts: for expert e, rank i's rows of it, in rank order.
-  std::vector<int64_t> in_place;
+    for (int64_t i = 0; i < sent[j]; ++i) out_place.push_back(j * cap + i);
+  // What I received, regrouped by my experts: for expert e, rank i's rows of it, in rank order
+  // (rank i sent its rows sorted by expert: expert e's start after its rows of the ones before).
+  std::vector<int64_t> in_place, before(static_cast<size_t>(P), 0);
   for (int64_t e = 0; e < local; ++e)
     for (int64_t i = 0; i < P; ++i) {
-      const int64_t before = got[i].narrow(0, 0, e).sum().item<int64_t>(), n = got[i][e].item<int64_t>();
-      for (int64_t k = 0; k < n; ++k) in_place.push_back(i * cap + before + k);
+      for (int64_t k = 0; k < from[i][e]; ++k) in_place.push_back(i * cap + before[static_cast<size_t>(i)] + k);
+      before[static_cast<size_t>(i)] += from[i][e];
     }
   const at::Tensor out_index = at::tensor(out_place, at::kLong).to(rows.device());
   const at::Tensor in_index = at::tensor(in_place, at::kLong).to(rows.device());
