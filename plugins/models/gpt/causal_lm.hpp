@@ -106,10 +106,10 @@ class CausalLm : public loom::Model {
     mask_ = std::move(mask);
   }
   // Loss terms beyond the tokens' (a mixture of experts' load-balancing loss), called after
-  // hidden() ran for the batch: the sum to add to the token loss sum, whose units are
-  // labelled_tokens (a 0-dim count), or undefined. mask: the batch's attention_mask, or undefined.
-  virtual at::Tensor extra_loss_sum(const at::Tensor& labelled_tokens, const at::Tensor& mask) {
-    (void)labelled_tokens;
+  // hidden() ran for the batch: the sum to add to the token loss sum, whose units are the
+  // labelled tokens of `targets`, or undefined. mask: the batch's attention_mask, or undefined.
+  virtual at::Tensor extra_loss_sum(const at::Tensor& targets, const at::Tensor& mask) {
+    (void)targets;
     (void)mask;
     return {};
   }
@@ -131,7 +131,7 @@ class CausalLm : public loom::Model {
   }
 
   at::Tensor with_extra(const at::Tensor& token_loss_sum, const at::Tensor& targets, const at::Tensor& mask) {
-    const at::Tensor extra = extra_loss_sum(targets.ne(LOOM_IGNORE_INDEX).sum(), mask);
+    const at::Tensor extra = extra_loss_sum(targets, mask);
     return extra.defined() ? token_loss_sum + extra : token_loss_sum;
   }
 

@@ -218,7 +218,7 @@ class LlamaModel : public CausalLm {
   // mean) and router entropy, and, when the config asks for it (output_router_logits) and the
   // model trains, router_aux_loss_coef times it per labelled token added to the loss sum, as
   // transformers adds it to the mean loss.
-  at::Tensor extra_loss_sum(const at::Tensor& labelled_tokens, const at::Tensor& mask) override {
+  at::Tensor extra_loss_sum(const at::Tensor& targets, const at::Tensor& mask) override {
     if (routers_.empty()) return {};
     const MoeSpec& m = s_.moe;
     const at::Tensor flat_mask = mask.defined() ? mask.reshape({-1}).ne(0) : at::Tensor();
@@ -226,7 +226,7 @@ class LlamaModel : public CausalLm {
     report("moe_aux_loss", aux.detach());
     for (size_t i = 0, layer = 0; i < layers_.size(); ++i) {
       if (!layers_[i].sparse) continue;
-      const at::Tensor load = at::bincount(chosen_[layer].reshape({-1}), {}, m.experts).to(at::kFloat);
+      const at::Tensor load = tokens_per_expert(chosen_[layer], m.experts).to(at::kFloat);
       const at::Tensor p = at::softmax(routers_[layer].detach(), -1, at::kFloat);
       const std::string name = "moe_layer" + std::to_string(i);
       report(name + "_imbalance", load.max() / load.mean());
@@ -234,7 +234,7 @@ class LlamaModel : public CausalLm {
       ++layer;
     }
     if (!m.aux_loss_in_loss || !training_) return {};
-    return aux * (m.aux_loss_coef * labelled_tokens.to(at::kFloat));
+    return aux * (m.aux_loss_coef * targets.ne(LOOM_IGNORE_INDEX).sum().to(at::kFloat));  // per labelled token
   }
 
   // inputs: (B, T) -> the final RMSNorm's output (B, T, C).

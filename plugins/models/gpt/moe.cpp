@@ -36,6 +36,11 @@ at::Tensor grouped_linear(const at::Tensor& rows, const std::vector<at::Tensor>&
   return at::cat(out);
 }
 
+at::Tensor tokens_per_expert(const at::Tensor& chosen, int64_t experts) {
+  const at::Tensor flat = chosen.reshape({-1});
+  return at::zeros({experts}, flat.options()).scatter_add(0, flat, at::ones_like(flat));
+}
+
 namespace {
 
 namespace ep = loom::expert_parallel;
@@ -54,7 +59,8 @@ at::Tensor experts_of(const MoeWeights& w, int64_t first, const at::Tensor& rows
 // Rows (sorted by expert, counts per expert) computed by the ranks that own their experts:
 // each rank's rows padded to the group's largest count go out in one all-to-all, this rank's
 // experts run on what every rank sent it (regrouped by expert), and a second all-to-all brings
-// the results back to the same places.
+// the results back to the same places. The counts come to the host once per layer: they
+// decide the shapes (on a GPU, one sync per sparse layer).
 at::Tensor experts_over_group(const MoeWeights& w, const at::Tensor& rows, const at::Tensor& counts,
                               const ep::Group& g) {
   const int64_t E = counts.size(0), P = g.size, local = E / P, C = rows.size(1);
@@ -102,7 +108,7 @@ MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x,
   const at::Tensor experts = chosen.reshape({-1});                                    // (N k)
   const at::Tensor order = std::get<1>(experts.sort(std::optional<bool>(true), 0, false));  // (N k), stable
   const at::Tensor token = at::floor_divide(order, k);
-  const at::Tensor counts = at::bincount(experts, {}, E);                             // (E)
+  const at::Tensor counts = tokens_per_expert(experts, E);                            // (E)
   const at::Tensor rows = flat.index_select(0, token);                                // (N k, C)
   const at::Tensor computed = group.split() ? experts_over_group(w, rows, counts, group) : experts_of(w, 0, rows, counts);
   const at::Tensor y = computed * top.reshape({-1}).index_select(0, order).unsqueeze(1);

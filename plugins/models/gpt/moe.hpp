@@ -70,6 +70,9 @@ struct MoeOutput {
 MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x,
                   const loom::expert_parallel::Group& group = {});
 
+// chosen: expert ids (any shape) -> (E) int64 counts. Unlike at::bincount, no host sync on a GPU.
+at::Tensor tokens_per_expert(const at::Tensor& chosen, int64_t experts);
+
 // rows: (N, C) with each (token, expert) pair's row; counts: (E) rows per expert, sorted by
 // expert; weights: E matrices (out, in) -> (N, out), each row times its expert's weight^T.
 at::Tensor grouped_linear(const at::Tensor& rows, const std::vector<at::Tensor>& weights, const at::Tensor& counts);
