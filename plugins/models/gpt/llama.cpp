@@ -40,7 +40,6 @@ namespace tp = loom::tensor_parallel;
 namespace sp = loom::sequence_parallel;
 constexpr uint32_t kNoDecay = LOOM_PARAM_FLAG_NO_DECAY;
 
-
 // Hugging Face's LlamaRMSNorm: normalised in fp32 whatever x's dtype, cast back, then scaled:
 // w * (x / sqrt(mean(x^2) + eps)) over the last dimension.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
@@ -162,11 +161,12 @@ class LlamaModel : public CausalLm {
     const MoeSpec& m = s_.moe;
     const MoeNames names(prefix, m.mixtral_names);
     const int64_t Fe = m.expert_hidden, Fs = m.shared_hidden;
-    for (const std::string& module : {names.gate(0), names.up(0), names.down(0)})
-      require(!ctx.adapters.targets_module(module.substr(0, module.size() - 7)),
-              s_.component + ": [lora] targets name " + module.substr(0, module.size() - 7) +
-                  ", an expert of a mixture-of-experts layer; LoRA on experts is not built: target the attention "
-                  "projections (q_proj, k_proj, v_proj, o_proj)");
+    for (const std::string& weight : {names.gate(0), names.up(0), names.down(0)}) {
+      const std::string module = weight.substr(0, weight.rfind(".weight"));
+      require(!ctx.adapters.targets_module(module),
+              s_.component + ": [lora] targets name " + module + ", an expert of a mixture-of-experts layer; LoRA on "
+                  "experts is not built: target the attention projections (q_proj, k_proj, v_proj, o_proj)");
+    }
     MoeWeights w;
     w.router = add_param(names.router, normal({m.experts, C}, s_.init_std), 0);
     for (int64_t e = 0; e < m.experts; ++e) {
@@ -212,7 +212,6 @@ class LlamaModel : public CausalLm {
   bool expert_parallel() const override { return s_.moe.any(); }
 
  private:
-
   // The mixture of experts' auxiliary loss, from the routers of the forward just run
   // (moe.hpp): reported, per layer its load imbalance (the busiest expert's tokens over the
   // mean) and router entropy, and, when the config asks for it (output_router_logits) and the
