@@ -129,7 +129,7 @@ LoadReport load_weights(const WeightSource& source, const std::vector<std::pair<
   }
   for (const std::string& name : source.names()) {
     if (taken.count(name)) continue;
-    bool ignored = false;
+    bool ignored = rules.held_elsewhere.count(name) > 0;
     for (const std::string& suffix : rules.ignored_suffixes) ignored = ignored || ends_with(name, suffix);
     if (!ignored) report.unexpected.push_back(name);
   }

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -95,6 +96,8 @@ struct LoadRules {
   // Source tensors that are not parameters and never count as unexpected (name suffixes):
   // GPT-2's attention mask buffers, an output layer stored beside tied embeddings.
   std::vector<std::string> ignored_suffixes;
+  // Source tensors that other ranks load (experts placed on other ranks): never unexpected.
+  std::set<std::string> held_elsewhere;
 };
 
 struct LoadReport {

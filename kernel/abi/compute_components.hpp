@@ -39,6 +39,8 @@ struct ModelParam {
   // How it is cut across the tensor-parallel group (ABI 1.10 split_dim, 1.12 split_blocks);
   // split.dim -1: whole on every rank.
   formats::TensorSplit split;
+  // One expert of a mixture of experts (ABI 1.13): under expert parallelism only its rank has it.
+  bool expert() const { return (flags & LOOM_PARAM_FLAG_EXPERT) != 0; }
 };
 
 class ModelInstance : public Instance<loom_model_vtable, loom_model> {

@@ -152,6 +152,9 @@ std::vector<std::pair<std::string, at::Tensor>> hf_weights(ModelInstance& model,
     }
     out.emplace_back(p.name, t);
   }
+  if (options.whole != nullptr)  // experts that other ranks hold (expert parallelism)
+    for (const auto& [name, t] : *options.whole)
+      if (!by_name.count(name)) out.emplace_back(name, t);
   return out;
 }
 

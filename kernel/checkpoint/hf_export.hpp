@@ -29,7 +29,8 @@ struct HfExportOptions {
   bool merge_adapters = false;
   double adapter_scale = 0;  // [lora] alpha / rank
   // Parameters written instead of the model's own, by name: under tensor parallelism the split
-  // ones gathered whole (train/tensor_parallel_checkpoint.hpp). Null or absent: the model's.
+  // ones gathered whole (train/tensor_parallel_checkpoint.hpp); under expert parallelism every
+  // expert, this rank's and the others' (train/expert_placement.hpp). Null: the model's.
   const std::map<std::string, at::Tensor>* whole = nullptr;
 };
 

@@ -123,6 +123,11 @@ int command_launch(const CommandLine& o) {
           exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : static_cast<int>(ExitCode::runtime);
           stop_all(SIGTERM);
           kill_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        } else if (failed && WIFEXITED(status) && WEXITSTATUS(status) == static_cast<int>(ExitCode::usage) &&
+                   exit_code == static_cast<int>(ExitCode::runtime)) {
+          // Two ranks ended at once: one refused its input, the other lost it as a peer. The
+          // refusal is the cause, and its exit code is the one to report.
+          exit_code = WEXITSTATUS(status);
         }
       }
       continue;

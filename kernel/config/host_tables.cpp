@@ -255,9 +255,10 @@ const HostTable<DistributedSettings>& distributed_table() {
               "Data-parallel ranks per expert-parallel group (GShard's layout) for mixture-of-experts models: "
               "each reads its own batches and computes 1/E of every sparse layer's experts, for the tokens of "
               "every rank of its group, which an all-to-all sends to it and a second sends back. It must divide "
-              "the world size and the experts; every rank still keeps every expert's weights (shard them with "
-              "shard = \"optimizer\" or \"gradients\"). Models: hf_causal_lm with Qwen2-MoE, Qwen3-MoE or "
-              "Mixtral; not with tensor_parallel, sequence_parallel or shard = \"parameters\". README "
+              "the world size and the experts. Each rank holds only its experts' weights, gradients and "
+              "optimizer state; checkpoints and exports hold every expert and resume on any E. Models: "
+              "hf_causal_lm with Qwen2-MoE, Qwen3-MoE or Mixtral; not with tensor_parallel, sequence_parallel, "
+              "shard = \"parameters\" or [model] init_from. README "
               "\"Mixtures of experts\".",
               {at_least<int64_t>(1)})}};
   return table;

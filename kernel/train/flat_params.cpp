@@ -32,14 +32,15 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) :
   if (shard_.world_size < 1 || shard_.rank < 0 || shard_.rank >= shard_.world_size)
     throw runtime_failure("flat parameters: rank " + std::to_string(shard_.rank) + " of " +
                           std::to_string(shard_.world_size));
-  // Group by (device, dtype), keeping reverse registration order inside each group.
+  // Group by (device, dtype, expert or not), keeping reverse registration order inside each group.
   std::map<std::string, std::vector<const ModelParam*>> by_group;
   std::vector<std::string> order;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
     const at::Tensor& t = *it->tensor;
     if (!t.defined() || !t.is_floating_point())
       throw runtime_failure("parameter \"" + it->name + "\" must be a defined floating-point tensor");
-    const std::string key = t.device().str() + "/" + std::string(c10::toString(t.scalar_type()));
+    const std::string key = t.device().str() + "/" + std::string(c10::toString(t.scalar_type())) +
+                            (it->expert() ? "/experts" : "");
     if (!by_group.count(key)) order.push_back(key);
     by_group[key].push_back(&*it);
   }
@@ -48,15 +49,17 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) :
   for (const auto& key : order) {
     auto group = std::make_unique<Group>();
     const auto& members = by_group[key];
+    group->expert = members.front()->expert();
+    group->sharded = sharded() && (!group->expert || shard_.shard_experts);
     for (const ModelParam* p : members) group->numel += p->tensor->numel();
     // Padding to a multiple of the world size gives every rank an equal chunk to all-gather.
-    const int64_t padded = sharded() ? (group->numel + world - 1) / world * world : group->numel;
+    const int64_t padded = group->sharded ? (group->numel + world - 1) / world * world : group->numel;
     const at::TensorOptions options = members.front()->tensor->options().requires_grad(false);
     group->params = at::zeros({padded}, options);
     group->grads = at::zeros({padded}, options);
     const int64_t chunk = padded / world;
     group->owned = OwnedSlice{0, group->numel};
-    if (sharded()) {
+    if (group->sharded) {
       group->owned.start = std::min(group->numel, chunk * shard_.rank);
       group->owned.length = std::min(group->numel, group->owned.start + chunk) - group->owned.start;
     }
@@ -121,7 +124,7 @@ void FlatParams::build_optimizer_view(Group& group) {
 
 void FlatParams::zero_grad() {
   // Reducing to owners, the rest was released (and reads as zeros) after the last step.
-  for (auto& g : groups_) (reduces_to_owner() ? g->owned_grads : g->grads).zero_();
+  for (auto& g : groups_) (g->sharded && reduces_to_owner() ? g->owned_grads : g->grads).zero_();
 }
 
 at::Tensor FlatParams::grad_norm() const {
@@ -129,16 +132,46 @@ at::Tensor FlatParams::grad_norm() const {
   return owned_grad_square_sum().sqrt();
 }
 
-at::Tensor FlatParams::owned_grad_square_sum() const {
+namespace {
+
+at::Tensor square_sum(const std::vector<at::Tensor>& parts) {
   at::Tensor squares;
-  for (const auto& g : groups_) {
-    // Reducing to owners, only the owned slice holds the reduced sum (the rest is partial sums
-    // or given back); otherwise the whole buffer is the reduced gradient (the padding is zero).
-    const at::Tensor& used = reduces_to_owner() ? g->owned_grads : g->grads;
+  for (const at::Tensor& used : parts) {
     at::Tensor s = used.to(at::kFloat).pow(2).sum();
     squares = squares.defined() ? squares + s.to(squares.device()) : s;
   }
   return squares.defined() ? squares : at::zeros({});
+}
+
+}  // namespace
+
+// Reducing to owners, only the owned slice of a sharded group holds the reduced sum (the rest is
+// partial sums or given back); otherwise the whole buffer is the reduced gradient (padding: 0).
+at::Tensor FlatParams::owned_grad_square_sum() const {
+  std::vector<at::Tensor> parts;
+  for (const auto& g : groups_) parts.push_back(g->sharded && reduces_to_owner() ? g->owned_grads : g->grads);
+  return square_sum(parts);
+}
+
+at::Tensor FlatParams::owned_grad_square_sum(bool experts) const {
+  std::vector<at::Tensor> parts;
+  for (const auto& g : groups_)
+    if (g->expert == experts) parts.push_back(g->sharded && reduces_to_owner() ? g->owned_grads : g->grads);
+  if (parts.empty() && !groups_.empty())
+    return at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(groups_.front()->grads.device()));
+  return square_sum(parts);
+}
+
+std::vector<bool> FlatParams::expert_groups() const {
+  std::vector<bool> out;
+  for (const auto& g : groups_) out.push_back(g->expert);
+  return out;
+}
+
+std::vector<bool> FlatParams::sharded_groups() const {
+  std::vector<bool> out;
+  for (const auto& g : groups_) out.push_back(g->sharded);
+  return out;
 }
 
 at::Tensor FlatParams::owned_grad_square_sum(const std::set<std::string>& names) const {
@@ -146,7 +179,7 @@ at::Tensor FlatParams::owned_grad_square_sum(const std::set<std::string>& names)
   const at::Device device = groups_.front()->grads.device();
   std::vector<at::Tensor> sums{at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device))};
   for (const auto& g : groups_) {
-    const OwnedSlice used = reduces_to_owner() ? g->owned : OwnedSlice{0, g->numel};
+    const OwnedSlice used = g->sharded && reduces_to_owner() ? g->owned : OwnedSlice{0, g->numel};
     for (const Segment& s : g->whole) {
       if (!names.count(s.name)) continue;
       const int64_t begin = std::max(s.abi.offset, used.start);
@@ -163,7 +196,7 @@ at::Tensor clip_factor(const at::Tensor& norm, double max_norm) { return (max_no
 
 void FlatParams::scale_grads(const at::Tensor& factor) {
   for (auto& g : groups_) {
-    (sharded() ? g->owned_grads : g->grads).mul_(factor.to(g->grads.device(), g->grads.scalar_type()));
+    (g->sharded ? g->owned_grads : g->grads).mul_(factor.to(g->grads.device(), g->grads.scalar_type()));
   }
 }
 
@@ -194,20 +227,17 @@ std::vector<std::vector<FlatParams::SegmentInfo>> FlatParams::segment_tables() c
   return out;
 }
 
-std::vector<at::Tensor> FlatParams::grad_buckets(int64_t max_bytes, std::vector<int>* owner) const {
-  std::vector<at::Tensor> out;
-  if (owner) owner->clear();
+std::vector<FlatParams::GradBucket> FlatParams::grad_buckets(int64_t max_bytes) const {
+  std::vector<GradBucket> out;
   for (const auto& g : groups_) {
     const int64_t per_bucket = std::max<int64_t>(1, max_bytes / g->grads.element_size());
     const int64_t padded = g->grads.numel(), chunk = padded / shard_.world_size;
     for (int rank = 0; rank < shard_.world_size; ++rank) {
-      // Unsharded, the one "chunk" is the whole buffer; sharded, buckets stop at slice edges.
-      const int64_t begin = sharded() ? chunk * rank : 0, end = sharded() ? begin + chunk : padded;
-      for (int64_t start = begin; start < end; start += per_bucket) {
-        out.push_back(g->grads.narrow(0, start, std::min(per_bucket, end - start)));
-        if (owner) owner->push_back(rank);
-      }
-      if (!sharded()) break;
+      // Whole, the one "chunk" is the whole buffer; sharded, buckets stop at slice edges.
+      const int64_t begin = g->sharded ? chunk * rank : 0, end = g->sharded ? begin + chunk : padded;
+      for (int64_t start = begin; start < end; start += per_bucket)
+        out.push_back({g->grads.narrow(0, start, std::min(per_bucket, end - start)), g->sharded ? rank : -1, g->expert});
+      if (!g->sharded) break;
     }
   }
   return out;

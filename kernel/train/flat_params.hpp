@@ -4,6 +4,7 @@
 //
 // Segments are laid out in reverse registration order: backward produces the last layers'
 // gradients first, so a prefix of the gradient buffer fills up first (data-parallel buckets).
+// Experts (LOOM_PARAM_FLAG_EXPERT) get groups of their own: "expert groups".
 //
 // Sharded ([distributed] shard, ZeRO-1/2): each buffer is padded to a multiple of the world
 // size and rank r owns the r-th equal slice. The optimizer sees only that slice (its segment
@@ -35,6 +36,10 @@ struct ShardSpec {
   ShardMode mode = ShardMode::none;
   int rank = 0;
   int world_size = 1;
+  // false: the expert groups (below) stay whole. Under expert parallelism their gradients are
+  // summed over other ranks than the rest (train/expert_placement.hpp), and each rank already
+  // holds only its share of the experts.
+  bool shard_experts = true;
 };
 
 // One rank's part of one flat buffer: elements [start, start + length).
@@ -72,14 +77,26 @@ class FlatParams {
   // The flat parameter buffers (one per dtype and device), e.g. to broadcast them.
   std::vector<at::Tensor> param_buffers() const;
   // Contiguous slices of the gradient buffers of at most max_bytes each, in buffer order (the
-  // reverse of registration: the gradients backward produces first come first). When sharded,
-  // no bucket crosses a slice edge; owner[i] is the rank owning bucket i.
-  std::vector<at::Tensor> grad_buckets(int64_t max_bytes, std::vector<int>* owner = nullptr) const;
+  // reverse of registration: the gradients backward produces first come first). In a sharded
+  // group no bucket crosses a slice edge and owner is the rank owning it; -1 in a whole group.
+  struct GradBucket {
+    at::Tensor grads;
+    int owner = -1;
+    bool expert = false;  // of an expert group
+  };
+  std::vector<GradBucket> grad_buckets(int64_t max_bytes) const;
 
   const ShardSpec& shard() const { return shard_; }
   bool sharded() const { return shard_.mode != ShardMode::none; }
-  // Whether each gradient bucket is reduced to its owner only ("gradients", "parameters").
+  // Whether each gradient bucket of a sharded group is reduced to its owner only ("gradients",
+  // "parameters").
   bool reduces_to_owner() const { return shard_.mode == ShardMode::gradients || shard_.mode == ShardMode::parameters; }
+  // Per group (in abi() order): whether it holds experts, and whether it is sharded.
+  std::vector<bool> expert_groups() const;
+  std::vector<bool> sharded_groups() const;
+  // The sums of squares of the gradients the optimizer will use, of the expert groups or of the
+  // others, in fp32 on the first group's device.
+  at::Tensor owned_grad_square_sum(bool experts) const;
 
   // Per group (in abi() order): the whole parameter buffer, padding excluded.
   std::vector<at::Tensor> whole_params() const;
@@ -100,6 +117,8 @@ class FlatParams {
     loom_param_segment abi;
   };
   struct Group {
+    bool expert = false;       // holds experts (LOOM_PARAM_FLAG_EXPERT)
+    bool sharded = false;      // cut among the ranks (shard mode, and experts only when shard_experts)
     at::Tensor params, grads;  // padded to a multiple of world_size when sharded
     int64_t numel = 0;         // without the padding
     OwnedSlice owned;

@@ -30,8 +30,12 @@ std::shared_ptr<const void> on_gradient_accumulated(const ModelParam& param, std
 }
 
 GradientSync::GradientSync(const std::vector<ModelParam>& params, FlatParams& flat, Communicator& comm,
-                           int64_t bucket_bytes)
-    : comm_(comm), flat_(flat), buckets_(flat.grad_buckets(bucket_bytes, &owner_)) {
+                           int64_t bucket_bytes, Communicator* expert_group, Communicator* expert_replicas)
+    : comm_(comm),
+      expert_group_(expert_group),
+      expert_replicas_(expert_replicas),
+      flat_(flat),
+      buckets_(flat.grad_buckets(bucket_bytes)) {
   bucket_size_.assign(buckets_.size(), 0);
   for (size_t i = 0; i < params.size(); ++i) {
     const at::Tensor& grad = params[i].tensor->grad();
@@ -39,8 +43,8 @@ GradientSync::GradientSync(const std::vector<ModelParam>& params, FlatParams& fl
     const char* end = begin + grad.nbytes();
     std::vector<size_t> touched;
     for (size_t b = 0; b < buckets_.size(); ++b) {
-      const char* bucket_begin = static_cast<const char*>(buckets_[b].data_ptr());
-      const char* bucket_end = bucket_begin + buckets_[b].nbytes();
+      const char* bucket_begin = static_cast<const char*>(buckets_[b].grads.data_ptr());
+      const char* bucket_end = bucket_begin + buckets_[b].grads.nbytes();
       if (begin < bucket_end && bucket_begin < end) touched.push_back(b), ++bucket_size_[b];
     }
     param_buckets_.push_back(std::move(touched));
@@ -78,16 +82,19 @@ double GradientSync::finish() {
     if (!started_[b]) start(b);
   while (!reducing_.empty()) retire_oldest_reduce();
   comm_.wait_all();
+  if (expert_group_ && expert_replicas_) expert_replicas_->wait_all();
   return buckets_.empty() ? 0.0 : static_cast<double>(started_early_) / static_cast<double>(buckets_.size());
 }
 
 void GradientSync::start(size_t bucket) {
   started_[bucket] = true;
-  if (!flat_.reduces_to_owner()) {
-    comm_.start_allreduce(buckets_[bucket]);
+  FlatParams::GradBucket& b = buckets_[bucket];
+  if (b.owner < 0 || !flat_.reduces_to_owner()) {
+    Communicator* over = b.expert && expert_group_ ? expert_replicas_ : &comm_;
+    if (over) over->start_allreduce(b.grads);
     return;
   }
-  reducing_.emplace_back(bucket, comm_.start_reduce(buckets_[bucket], owner_[bucket]));
+  reducing_.emplace_back(bucket, comm_.start_reduce(b.grads, b.owner));
   while (reducing_.size() > kReducesInFlight) retire_oldest_reduce();
 }
 
@@ -96,16 +103,26 @@ void GradientSync::retire_oldest_reduce() {
   reducing_.pop_front();
   comm_.wait_ticket(ticket);
   // Another rank owns the sum: this rank's copy goes back, and reads as zeros next step.
-  if (owner_[bucket] != comm_.rank()) release_memory(buckets_[bucket], /*zeroed=*/true);
+  if (buckets_[bucket].owner != comm_.rank()) release_memory(buckets_[bucket].grads, /*zeroed=*/true);
 }
 
 void GradientSync::gather_params() {
   // "parameters" gathers each unit when it runs next (train/parameter_shards.hpp).
   if (!flat_.sharded() || flat_.shard().mode == ShardMode::parameters) return;
-  for (at::Tensor buffer : flat_.param_buffers()) comm_.allgather_chunks(buffer);
+  std::vector<at::Tensor> buffers = flat_.param_buffers();
+  const std::vector<bool> sharded = flat_.sharded_groups();
+  for (size_t g = 0; g < buffers.size(); ++g)
+    if (sharded[g]) comm_.allgather_chunks(buffers[g]);
 }
 
 at::Tensor GradientSync::grad_norm() {
+  if (expert_group_) {  // each rank of the group holds other experts: their squares add up
+    at::Tensor dense = flat_.owned_grad_square_sum(false);
+    if (flat_.reduces_to_owner()) comm_.allreduce_sum(dense);
+    at::Tensor experts = flat_.owned_grad_square_sum(true);
+    expert_group_->allreduce_sum(experts);
+    return (dense + experts.to(dense.device())).sqrt();
+  }
   if (!flat_.reduces_to_owner()) return flat_.grad_norm();
   at::Tensor squares = flat_.owned_grad_square_sum();
   comm_.allreduce_sum(squares);

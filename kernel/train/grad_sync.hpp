@@ -11,6 +11,9 @@
 // kReducesInFlight buckets behind backward: the gradients of the last micro-batch are never
 // all resident at once. "optimizer" and "gradients" all-gather the parameter buffers after the
 // optimizer updated each rank's slice (gather_params).
+//
+// Under expert parallelism the expert groups' buckets (whole, never sharded) are summed over the
+// expert replicas instead (the ranks holding the same experts, train/expert_placement.hpp).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -34,7 +37,10 @@ std::shared_ptr<const void> on_gradient_accumulated(const ModelParam& param, std
 
 class GradientSync {
  public:
-  GradientSync(const std::vector<ModelParam>& params, FlatParams& flat, Communicator& comm, int64_t bucket_bytes);
+  // expert_group: the ranks computing one token's experts together (null without expert
+  // parallelism); expert_replicas: those holding this rank's experts (null: none but this one).
+  GradientSync(const std::vector<ModelParam>& params, FlatParams& flat, Communicator& comm, int64_t bucket_bytes,
+               Communicator* expert_group = nullptr, Communicator* expert_replicas = nullptr);
   ~GradientSync();
 
   // Before the backward of the last micro-batch: buckets start as soon as they are complete.
@@ -45,7 +51,8 @@ class GradientSync {
   // After the optimizer step of a sharded run: every rank's updated slice reaches every rank.
   void gather_params();
   // The global gradient norm (0-dim, on the device). In "gradients" mode each rank holds the
-  // reduced values of its slice only, so the squares are summed across ranks.
+  // reduced values of its slice only, so the squares are summed across ranks; under expert
+  // parallelism, those of the experts over the expert group.
   at::Tensor grad_norm();
 
  private:
@@ -56,9 +63,10 @@ class GradientSync {
 
   static constexpr size_t kReducesInFlight = 2;
   Communicator& comm_;
+  Communicator* expert_group_;
+  Communicator* expert_replicas_;
   FlatParams& flat_;
-  std::vector<int> owner_;                            // the rank owning each bucket (sharded); before buckets_, which fills it
-  std::vector<at::Tensor> buckets_;                   // views of the flat gradient buffers
+  std::vector<FlatParams::GradBucket> buckets_;       // views of the flat gradient buffers
   std::vector<std::vector<size_t>> param_buckets_;    // buckets each parameter touches
   std::vector<size_t> bucket_size_;                   // parameters touching each bucket
   std::vector<size_t> missing_;                       // this step: parameters not yet ready

@@ -70,6 +70,9 @@ void init_model_weights(ModelInstance& model, const ModelInitSettings& settings,
   if (settings.init_from.empty()) return;
   const fs::path from = settings.init_from;
   const std::string where = "[model] init_from = \"" + settings.init_from + "\"";
+  if (model.run().expert_parallel_size > 1)  // each rank would see the other ranks' experts as unexpected
+    throw usage_failure(where + " with [distributed] expert_parallel > 1 is not built; load the weights with "
+                        "expert_parallel = 1, or resume the checkpoint (a resume places the experts)");
   formats::LoadRules rules;
   rules.strict = settings.init_strict;
   rules.strict_key = "init_strict";

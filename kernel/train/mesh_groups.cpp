@@ -72,6 +72,11 @@ MeshGroups::MeshGroups(Communicator& world, const DeviceMesh& mesh, int experts)
     expert_ = std::make_unique<Communicator>(world, ranks, "expert" + std::to_string(first / experts));
     expert_calls_ = std::make_unique<CommunicatorCollectives>(*expert_);
     set_group_collectives(LOOM_COLLECTIVE_GROUP_EXPERT, expert_calls_.get());
+    // The ranks holding the same experts: one of each expert group, at the same place in it.
+    std::vector<int> replicas;
+    for (int r = mesh.rank % experts; r < mesh.world_size; r += experts) replicas.push_back(r);
+    if (replicas.size() > 1)
+      expert_replicas_ = std::make_unique<Communicator>(world, replicas, "expert_replicas" + std::to_string(mesh.rank % experts));
   }
   if (mesh.replicas() > 1)
     replica_ = std::make_unique<Communicator>(world, mesh.replica_group(), "replica" + std::to_string(mesh.tensor_rank()));

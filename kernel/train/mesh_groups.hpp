@@ -6,7 +6,9 @@
 //
 // Expert parallelism (E ranks per group) splits the data-parallel ranks only: world rank r is
 // expert rank r % E of the group of ranks E (r / E) .. E (r / E) + E - 1, which read different
-// batches; every rank keeps every parameter, so the replica group stays the whole world.
+// batches. The replica group stays the whole world for every parameter but the experts
+// (LOOM_PARAM_FLAG_EXPERT): each rank holds its share of them, and the expert replicas (the
+// ranks r with the same r % E) sum their gradients.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -47,12 +49,15 @@ class MeshGroups {
 
   const DeviceMesh& mesh() const { return mesh_; }
   Communicator* tensor() { return tensor_.get(); }  // null when tensor_parallel is 1
+  Communicator* experts() { return expert_.get(); }  // the expert group; null when expert_parallel is 1
+  // The ranks holding this rank's experts (one per expert group); null when there is one group.
+  Communicator* expert_replicas() { return expert_replicas_.get(); }
   // The replica group, handed over once (null when the mesh has one replica).
   std::unique_ptr<Communicator> take_replica_group() { return std::move(replica_); }
 
  private:
   DeviceMesh mesh_;
-  std::unique_ptr<Communicator> tensor_, sequence_, expert_, replica_;
+  std::unique_ptr<Communicator> tensor_, sequence_, expert_, expert_replicas_, replica_;
   std::unique_ptr<CommunicatorCollectives> tensor_calls_, sequence_calls_, expert_calls_;
 };
 

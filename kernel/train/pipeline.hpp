@@ -95,9 +95,11 @@ struct Pipeline {
         // buffers take the rest over
         frozen(prepare_model(model, c)),
         store_frozen(c.checkpoint.frozen == "include"),
-        // ZeRO shards over the replica group: every data and sequence rank (dist/device_mesh.hpp)
-        flat(dense_params(model.params()), ShardSpec{shard_mode_from_name(c.distributed.shard),
-                                                     mesh_of(context).replica_rank(), mesh_of(context).replicas()}),
+        // ZeRO shards over the replica group: every data and sequence rank (dist/device_mesh.hpp);
+        // placed experts are already split (train/expert_placement.hpp)
+        flat(dense_params(model.params()),
+             ShardSpec{shard_mode_from_name(c.distributed.shard), mesh_of(context).replica_rank(),
+                       mesh_of(context).replicas(), context.expert_parallel_size <= 1}),
         sparse(sparse_params(model.params()), model.component().name),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),
         schedule(c.schedule, with_total_steps(context, steps)) {

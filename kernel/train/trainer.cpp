@@ -66,7 +66,12 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
     whole_params_ = TensorParallel::whole_params(dense_params(p_->model.params()));
     if (p_->frozen.frozen > 0) use_whole_frozen_checksum(*p_, tensor_parallel_->group());
   }
-  grad_sync_ = build_gradient_sync(plan, *p_, comm_.get());
+  if (experts > 1) {  // each rank holds its experts only
+    experts_ = std::make_unique<ExpertPlacement>(*p_, *mesh_groups_->experts());
+    if (p_->frozen.frozen > 0) experts_->use_whole_frozen_checksum();
+  }
+  grad_sync_ = build_gradient_sync(plan, *p_, comm_.get(), mesh_groups_ ? mesh_groups_->experts() : nullptr,
+                                   mesh_groups_ ? mesh_groups_->expert_replicas() : nullptr);
   shards_ = build_parameter_shards(plan, *p_, comm_.get(), device_);
   events_ = std::make_unique<EventBus>(p_->hooks);
   for (HookInstance& hook : p_->hooks) {
@@ -78,12 +83,13 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   }
   evaluator_ = build_evaluator(plan, *p_, device_, comm_.get());
   checkpoints_ = build_checkpoints(plan, *p_, run_dir);
-  // World rank 0 writes; under tensor parallelism the rest of its tensor group gathers with it.
-  if (plan.hf_export.enabled && (env.rank == 0 || (tensor_parallel_ && rank() == 0)))
+  // World rank 0 writes; under tensor or expert parallelism the rest of its group gathers with it.
+  if (plan.hf_export.enabled && (env.rank == 0 || (tensor_parallel_ && rank() == 0) || (experts_ && env.rank < experts)))
     exporter_ = std::make_unique<PeriodicExport>(plan.hf_export, run_dir, p_->model, plan.lora);
   spdlog::info("model {}: {}; data {}; optimizer {}; schedule {}", p_->model.component().name,
                p_->frozen.frozen > 0 ? p_->frozen.describe()
-                                     : std::to_string(p_->flat.numel() + p_->sparse.numel()) + " parameters",
+                                     : std::to_string(p_->flat.numel() + p_->sparse.numel()) + " parameters" +
+                                           (experts_ ? " on this rank, " + experts_->describe() : ""),
                p_->data.component().name, p_->optimizer.component().name, p_->schedule.component().name);
   for (const FrozenSummary::Match& m : p_->frozen.matches)
     spdlog::info("[model] freeze \"{}\": {}", m.pattern, m.first_names);
@@ -178,9 +184,13 @@ void Trainer::log_state_bytes() {
   int64_t params = 0, grads = 0, state = 0;
   for (const at::Tensor& buffer : p_->flat.param_buffers()) params += static_cast<int64_t>(buffer.nbytes());
   grads = params;
-  if (comm_ && p_->flat.reduces_to_owner()) {  // the rest is given back as its reduce finishes
+  if (comm_ && p_->flat.reduces_to_owner()) {  // the rest of a sharded group is given back as its reduce finishes
     grads = 0;
-    for (const OwnedSlice& s : p_->flat.owned_slices()) grads += s.length * p_->flat.param_buffers()[0].element_size();
+    const auto buffers = p_->flat.param_buffers();
+    const auto sharded = p_->flat.sharded_groups();
+    const auto owned = p_->flat.owned_slices();
+    for (size_t g = 0; g < buffers.size(); ++g)
+      grads += (sharded[g] ? owned[g].length : buffers[g].numel()) * buffers[g].element_size();
   }
   if (shards_) params = shards_->resident_param_bytes();
   for (const auto& st : p_->optimizer.state()) state += static_cast<int64_t>(st.tensor->nbytes());
@@ -231,6 +241,7 @@ void Trainer::restore(const std::filesystem::path& path, Restore mode) {
   if (tensor_parallel_)  // whole tensors in the checkpoint: this rank takes its pieces
     loaded = cut_into_pieces(loaded, *p_, tensor_parallel_->mesh().tensor_rank(), tensor_parallel_->mesh().tensor,
                              path.string());
+  if (experts_) loaded = experts_->cut(std::move(loaded), path.string());  // every expert there: this rank's
   const RestoredRun restored = read_restored_run(loaded, path.string());
   if (mode == Restore::resume) {
     for (const auto& change :
@@ -349,6 +360,7 @@ void Trainer::save() {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(1e3 * plan_.distributed.timeout_s));
   if (comm_ && p_->flat.sharded()) {
     Snapshot part = capture_shard_part(*p_, progress_, data_states, plan_.resolved_manifest);
+    if (experts_) experts_->gather_part(part, mesh_.rank == 0);
     Communicator* group = comm_.get();
     std::string part_dir;  // "": rank-<R>
     if (tensor_parallel_) {  // each tensor rank's replicas write a set of parts, committed together over the world
@@ -359,18 +371,20 @@ void Trainer::save() {
       part_dir = tensor_folder_name(mesh_.tensor_rank()) + "/" + rank_folder_name(rank());
     }
     checkpoints_->save_part(std::move(part), *group, timeout, part_dir);
-  } else if (rank() == 0) {  // under tensor parallelism, data rank 0's whole tensor group puts its pieces together
+  } else if (rank() == 0 || (experts_ && mesh_.rank < plan_.distributed.expert_parallel)) {
+    // under tensor or expert parallelism, rank 0's whole group puts its pieces together
     Snapshot snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
     if (tensor_parallel_) gather_whole_tensors(snapshot, *p_, tensor_parallel_->group());
-    if (!tensor_parallel_ || tensor_parallel_->mesh().tensor_rank() == 0) checkpoints_->save(std::move(snapshot));
+    if (experts_) experts_->gather_whole(snapshot);
+    if (rank() == 0 && (!tensor_parallel_ || tensor_parallel_->mesh().tensor_rank() == 0)) checkpoints_->save(std::move(snapshot));
   }
   last_saved_step_ = progress_.step;
   fire(LOOM_EVENT_SAVE);
 }
 
 void Trainer::export_now() {
-  if (!tensor_parallel_) return exporter_->write(progress_.step);
-  const auto whole = gather_split_params(*p_, tensor_parallel_->group());
+  if (!tensor_parallel_ && !experts_) return exporter_->write(progress_.step);
+  const auto whole = experts_ ? experts_->gather_params() : gather_split_params(*p_, tensor_parallel_->group());
   if (mesh_.rank == 0) exporter_->write(progress_.step, whole);
   else exporter_->gathered(progress_.step);
 }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "train/events.hpp"
+#include "train/expert_placement.hpp"
 #include "train/factories.hpp"
 #include "train/log_window.hpp"
 #include "train/model_metrics.hpp"
@@ -134,8 +135,9 @@ class Trainer {
   const std::string run_dir_;
   DeviceMesh mesh_;  // the world's layout: data x sequence x tensor
   std::unique_ptr<Communicator> world_comm_;         // with a model group: every rank; else null
-  std::unique_ptr<MeshGroups> mesh_groups_;          // null unless tensor or sequence parallel > 1
+  std::unique_ptr<MeshGroups> mesh_groups_;          // null unless tensor, sequence or expert parallel > 1
   std::unique_ptr<TensorParallel> tensor_parallel_;  // null unless tensor_parallel > 1
+  std::unique_ptr<ExpertPlacement> experts_;         // null unless expert_parallel > 1
   std::unique_ptr<Communicator> comm_;  // the replica group; null when it has one rank
   std::set<std::string> whole_params_;  // tensor parallelism: the dense parameters not split
   std::unique_ptr<Pipeline> p_;

@@ -76,7 +76,12 @@ class CausalLm : public loom::Model {
 
   bool sequence_parallel() const override { return seq_.split(); }
 
+  // Parameters of the whole model that other ranks hold (experts placed on other ranks of the
+  // expert-parallel group): a folder's tensors of these names are theirs to load.
+  const std::vector<std::string>& held_elsewhere() const { return held_elsewhere_; }
+
  protected:
+  std::vector<std::string> held_elsewhere_;  // see held_elsewhere()
   // A model whose attention exchanges heads over the sequence group (loom/sequence_parallel.hpp)
   // calls this: its loss_sum then takes pieces of rows. heads: the query heads this rank holds
   // (after any tensor-parallel split), which S must divide; dropout would draw the same masks on

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "causal_lm.hpp"
 #include "common.hpp"
 #include "components.hpp"
 #include "format_error.hpp"
@@ -80,6 +81,8 @@ class HfCausalLm final : public loom::Model {
       if (spec.tie_embeddings) rules.ignored_suffixes.push_back("lm_head.weight");
     }
     adopt_params(*inner_);
+    if (const auto* lm = dynamic_cast<const CausalLm*>(inner_.get()))
+      rules.held_elsewhere.insert(lm->held_elsewhere().begin(), lm->held_elsewhere().end());
     load(rules);
   }
 

@@ -169,10 +169,15 @@ class LlamaModel : public CausalLm {
     }
     MoeWeights w;
     w.router = add_param(names.router, normal({m.experts, C}, s_.init_std), 0);
+    // Every expert is drawn, so each keeps the values it has at any E; a rank keeps its own.
+    const auto keep = [&](std::vector<at::Tensor>& into, const std::string& name, at::Tensor init, int64_t e) {
+      if (at::Tensor t = add_expert_param(name, std::move(init), e, m.experts, ctx); t.defined()) into.push_back(t);
+      else held_elsewhere_.push_back(name);
+    };
     for (int64_t e = 0; e < m.experts; ++e) {
-      w.gate.push_back(add_param(names.gate(e), normal({Fe, C}, s_.init_std), 0));
-      w.up.push_back(add_param(names.up(e), normal({Fe, C}, s_.init_std), 0));
-      w.down.push_back(add_param(names.down(e), normal({C, Fe}, proj_std), 0));
+      keep(w.gate, names.gate(e), normal({Fe, C}, s_.init_std), e);
+      keep(w.up, names.up(e), normal({Fe, C}, s_.init_std), e);
+      keep(w.down, names.down(e), normal({C, Fe}, proj_std), e);
     }
     matmul_params_ += m.experts * C + m.top_k * 3 * Fe * C;
     if (Fs > 0) {

@@ -45,15 +45,11 @@ namespace {
 
 namespace ep = loom::expert_parallel;
 
-// The SwiGLU of experts first .. first + counts.size(0) - 1 on rows sorted by expert.
-at::Tensor experts_of(const MoeWeights& w, int64_t first, const at::Tensor& rows, const at::Tensor& counts) {
-  const int64_t n = counts.size(0);
-  const auto slice = [&](const std::vector<at::Tensor>& all) {
-    return std::vector<at::Tensor>(all.begin() + first, all.begin() + first + n);
-  };
+// The SwiGLU of w's experts on rows sorted by expert (counts: rows per expert of w).
+at::Tensor experts_of(const MoeWeights& w, const at::Tensor& rows, const at::Tensor& counts) {
   if (rows.size(0) == 0) return at::zeros({0, w.down.front().size(0)}, rows.options());
-  const at::Tensor h = at::silu(grouped_linear(rows, slice(w.gate), counts)) * grouped_linear(rows, slice(w.up), counts);
-  return grouped_linear(h, slice(w.down), counts);
+  const at::Tensor h = at::silu(grouped_linear(rows, w.gate, counts)) * grouped_linear(rows, w.up, counts);
+  return grouped_linear(h, w.down, counts);
 }
 
 // Rows (sorted by expert, counts per expert) computed by the ranks that own their experts:
@@ -86,7 +82,7 @@ at::Tensor experts_over_group(const MoeWeights& w, const at::Tensor& rows, const
   const at::Tensor in_index = at::tensor(in_place, at::kLong).to(rows.device());
   const at::Tensor padded = at::zeros({P * cap, C}, rows.options()).index_copy(0, out_index, rows);
   const at::Tensor received = ep::exchange(padded, g).index_select(0, in_index);          // (M, C)
-  const at::Tensor done = experts_of(w, g.rank * local, received, got.sum(0).to(counts.device()));
+  const at::Tensor done = experts_of(w, received, got.sum(0).to(counts.device()));
   const at::Tensor back = at::zeros({P * cap, C}, done.options()).index_copy(0, in_index, done);
   return ep::exchange(back, g).index_select(0, out_index);                                 // (N k, C)
 }
@@ -110,7 +106,7 @@ MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x,
   const at::Tensor token = at::floor_divide(order, k);
   const at::Tensor counts = tokens_per_expert(experts, E);                            // (E)
   const at::Tensor rows = flat.index_select(0, token);                                // (N k, C)
-  const at::Tensor computed = group.split() ? experts_over_group(w, rows, counts, group) : experts_of(w, 0, rows, counts);
+  const at::Tensor computed = group.split() ? experts_over_group(w, rows, counts, group) : experts_of(w, rows, counts);
   const at::Tensor y = computed * top.reshape({-1}).index_select(0, order).unsqueeze(1);
   at::Tensor sum = at::zeros({N, C}, y.options()).index_add(0, token, y);             // (N, C)
   if (w.shared_gate.defined()) {

@@ -39,8 +39,9 @@ struct MoeSpec {
 
 struct MoeWeights {
   at::Tensor router;                   // (E, C)
-  std::vector<at::Tensor> gate, up;    // E x (Fe, C)
-  std::vector<at::Tensor> down;        // E x (C, Fe)
+  // The experts this rank computes (all E, or its E/P under expert parallelism), in order.
+  std::vector<at::Tensor> gate, up;    // (Fe, C) each
+  std::vector<at::Tensor> down;        // (C, Fe) each
   at::Tensor shared_gate, shared_up;   // (Fs, C) each, or undefined
   at::Tensor shared_down;              // (C, Fs)
   at::Tensor shared_expert_gate;       // (1, C)
@@ -65,8 +66,8 @@ struct MoeOutput {
 };
 
 // x: (..., C) -> the MoE MLP's output. Under expert parallelism (group.split()) this rank
-// computes experts group.rank * E/P .. (group.rank + 1) * E/P - 1 for the rows of every rank of
-// the group (loom/expert_parallel.hpp), and its other experts' weights are not used.
+// computes experts group.rank * E/P .. (group.rank + 1) * E/P - 1 (the ones w holds) for the
+// rows of every rank of the group (loom/expert_parallel.hpp).
 MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x,
                   const loom::expert_parallel::Group& group = {});
 

@@ -32,6 +32,7 @@
  * 1.12 loom_param_view.split_blocks: a parameter cut in blocks (fused q/k/v) over the
  *      tensor-parallel group; expert parallelism: loom_context.expert_parallel_rank/_size,
  *      LOOM_COLLECTIVE_GROUP_EXPERT, loom_model_vtable.expert_parallel.
+ * 1.13 LOOM_PARAM_FLAG_EXPERT: experts placed on their expert-parallel rank only.
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -67,7 +68,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 12
+#define LOOM_ABI_MINOR 13
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"

@@ -31,6 +31,14 @@ typedef struct loom_model loom_model; /* plugin-defined */
 /* (ABI 1.8) A linear layer's weight stored (in, out), as Hugging Face's GPT-2 Conv1D does, not
    (out, in): merging an adapter adds (B A)^T, and PEFT's fan_in_fan_out is true. */
 #define LOOM_PARAM_FLAG_IN_OUT 8u
+/* (ABI 1.13) One expert's weight of a mixture of experts. Under [distributed] expert_parallel
+   = E > 1 the model registers only the experts this rank computes (loom_context.
+   expert_parallel_rank's share, experts in order); the host sums their gradients over the ranks
+   holding the same experts only, and puts the expert group's experts together, in the order
+   one process registers them, for checkpoints and exports. Register every expert of a layer one
+   after another, in expert order, so that each rank's run of them sits where one process's
+   whole run does. Flag them at every E (the checkpoint layout is then the same at every E). */
+#define LOOM_PARAM_FLAG_EXPERT 16u
 
 typedef struct loom_param_view {
   size_t struct_size;       /* set by the host to its sizeof; write only fields inside it */

@@ -123,6 +123,23 @@ class Model {
     params_.push_back({std::move(name), init, flags, unit_, -1});
     return init;
   }
+  // Expert parallelism (ABI 1.13, LOOM_PARAM_FLAG_EXPERT): registers expert `expert` of
+  // `experts` when this rank computes it (ctx.expert_parallel_rank's equal share, in order) and
+  // returns it; otherwise registers nothing and returns an undefined tensor. Initialise `init`
+  // exactly as without expert parallelism (draw every expert, keep yours), so every layout
+  // starts from the same weights.
+  at::Tensor add_expert_param(std::string name, at::Tensor init, int64_t expert, int64_t experts, const Context& ctx,
+                              uint32_t flags = 0) {
+    const int64_t ranks = ctx.expert_parallel_size, per_rank = experts / ranks;
+    if (ranks > 1 && host().abi_minor < 13)
+      throw Error(name + ": this host (older than Loom ABI 1.13) cannot place experts on their ranks; use a newer "
+                  "host or [distributed] expert_parallel = 1");
+    if (experts % ranks != 0)
+      throw Error(name + ": [distributed] expert_parallel = " + std::to_string(ranks) + " does not divide the " +
+                  std::to_string(experts) + " experts; choose a divisor of them");
+    if (expert / per_rank != ctx.expert_parallel_rank) return at::Tensor();
+    return add_param(std::move(name), std::move(init), flags | LOOM_PARAM_FLAG_EXPERT);
+  }
   // Tensor parallelism (ABI 1.10, loom/tensor_parallel.hpp): registers this rank's piece of
   // `whole`, cut into ctx.tensor_parallel_size equal pieces along `dim` (piece
   // ctx.tensor_parallel_rank), and returns it. Initialise `whole` exactly as without tensor
