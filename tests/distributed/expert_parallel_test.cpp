@@ -81,6 +81,8 @@ TEST_CASE("expert parallel 2, alone and with data parallel 2, gives data paralle
   const Logged one = train(plain, "w1", {1}, kVocab);
   check_same_run(one, train(plain, "e2", {2}, experts(2)));
   check_same_run(one, train(plain, "e2d2", {4}, experts(2) + " --set distributed.shard=optimizer"));
+  // Recomputed layers exchange their tokens again in backward.
+  check_same_run(one, train(plain, "e2r", {2}, experts(2) + " --set model.activation_checkpointing=full"));
   const fs::path aux_dir = dir / "aux";
   fs::create_directories(aux_dir);
   const std::string with_aux = moe_manifest(aux_dir, moe_folder(aux_dir, "qwen3_moe", true));

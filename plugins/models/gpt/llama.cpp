@@ -198,8 +198,6 @@ class LlamaModel : public CausalLm {
     require(sp::Group(ctx).size <= 1, who + ": a mixture of experts under [distributed] sequence_parallel > 1 is "
                                             "not built (the load-balancing loss would see one piece of each row); "
                                             "use sequence_parallel = 1");
-    require(s_.recompute.mode == "none", who + ": activation_checkpointing with a mixture of experts is not built "
-                                               "(the recomputed routers would count twice); set it to \"none\"");
     const int64_t ranks = ctx.expert_parallel_size;
     require(s_.moe.experts % ranks == 0, who + ": [distributed] expert_parallel = " + std::to_string(ranks) +
                                              " does not divide the " + std::to_string(s_.moe.experts) +
@@ -248,14 +246,21 @@ class LlamaModel : public CausalLm {
     at::Tensor x = tp::embedding(embed_, inputs, tp_);  // (B, T, C)
     for (size_t i = 0; i < layers_.size(); ++i) {
       // By value: a recomputed layer runs again in backward, after this call has returned.
+      // Its outputs: (B, T, C), and a sparse layer's router logits and chosen experts.
       const auto layer = [this, i, layout](const at::Tensor& in) {
         const Layer& l = layers_[i];
         const at::Tensor y = in + attention(l, i, rms_norm(in, l.input_norm, s_.rms_norm_eps), layout);
-        return y + mlp(l, rms_norm(y, l.post_norm, s_.rms_norm_eps));  // (B, T, C)
+        Outputs out = mlp(l, rms_norm(y, l.post_norm, s_.rms_norm_eps));
+        out[0] = y + out[0];
+        return out;
       };
       x = enter_unit(static_cast<int64_t>(i), x);
-      x = s_.recompute.applies(i) ? recomputed(layer, x) : layer(x);
-      x = exit_unit(static_cast<int64_t>(i), x);
+      const Outputs out = s_.recompute.applies(i) ? recomputed(layer, x) : layer(x);
+      if (out.size() == 3) {  // what extra_loss_sum reads
+        routers_.push_back(out[1]);
+        chosen_.push_back(out[2]);
+      }
+      x = exit_unit(static_cast<int64_t>(i), out[0]);
     }
     return rms_norm(x, norm_, s_.rms_norm_eps);  // (B, T, C)
   }
@@ -303,19 +308,17 @@ class LlamaModel : public CausalLm {
     return row_parallel_sum(layer(x, at::Tensor(), training_), bias, tp_);
   }
 
-  // x: (B, T, C) after post_attention_layernorm -> the SwiGLU branch (B, T, C), or a sparse
-  // layer's experts (whose routers extra_loss_sum reads).
-  at::Tensor mlp(const Layer& l, const at::Tensor& x) const {
+  // x: (B, T, C) after post_attention_layernorm -> {the SwiGLU branch (B, T, C)}, or a sparse
+  // layer's {experts' output, router logits (N, E), chosen experts (N, k)}.
+  Outputs mlp(const Layer& l, const at::Tensor& x) const {
     if (l.sparse) {
       MoeOutput out = moe_mlp(l.moe, s_.moe, x, ep_);
-      routers_.push_back(out.router_logits);
-      chosen_.push_back(out.chosen);
-      return maybe_dropout(out.y, s_.dropout, training_);
+      return {maybe_dropout(out.y, s_.dropout, training_), out.router_logits, out.chosen};
     }
     const at::Tensor none;  // the MLP has no biases
     const at::Tensor in = tp::enter(x, tp_);
     const at::Tensor h = at::silu(l.gate_proj(in, none, training_)) * l.up_proj(in, none, training_);  // (B, T, F/T)
-    return maybe_dropout(row_parallel(l.down_proj, h, none), s_.dropout, training_);                  // (B, T, C)
+    return {maybe_dropout(row_parallel(l.down_proj, h, none), s_.dropout, training_)};                  // (B, T, C)
   }
 
   LlamaSpec s_;

@@ -14,7 +14,7 @@ namespace {
 
 // What the forward run saw, so that the run in backward sees the same.
 struct FirstRun : torch::CustomClassHolder {
-  std::function<at::Tensor(const at::Tensor&)> block;
+  std::function<Outputs(const at::Tensor&)> block;
   at::Device device = at::kCPU;
   at::Tensor cpu_rng, device_rng;  // generator states before the block drew anything
   bool cpu_autocast = false, cuda_autocast = false;
@@ -76,10 +76,12 @@ class ReplayScope {
 };
 
 struct Checkpoint : torch::autograd::Function<Checkpoint> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            c10::intrusive_ptr<FirstRun> first) {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                                                c10::intrusive_ptr<FirstRun> first) {
     ctx->save_for_backward({x});
-    at::Tensor y = first->block(x);  // autograd records nothing inside a Function's forward
+    Outputs y = first->block(x);  // autograd records nothing inside a Function's forward
+    for (const at::Tensor& out : y)
+      if (!at::isFloatingType(out.scalar_type())) ctx->mark_non_differentiable({out});
     ctx->saved_data["first_run"] = at::IValue::make_capsule(std::move(first));
     return y;
   }
@@ -88,7 +90,7 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
                                                  torch::autograd::variable_list grad_out) {
     const auto first = c10::static_intrusive_pointer_cast<FirstRun>(ctx->saved_data["first_run"].toCapsule());
     const at::Tensor input = ctx->get_saved_variables()[0].detach().requires_grad_(true);
-    at::Tensor y;
+    Outputs y;
     {
       const ReplayScope replay(*first);
       const at::AutoGradMode record(true);
@@ -96,7 +98,10 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
     }
     // Parameters' gradients accumulate where they always do (the host's flat buffer, with
     // its hooks); the input's gradient goes on to the block before.
-    torch::autograd::backward({y}, {grad_out[0]});
+    torch::autograd::variable_list outputs, grads;
+    for (size_t i = 0; i < y.size(); ++i)
+      if (grad_out[i].defined() && y[i].requires_grad()) outputs.push_back(y[i]), grads.push_back(grad_out[i]);
+    if (!outputs.empty()) torch::autograd::backward(outputs, grads);
     return {input.grad(), at::Tensor()};
   }
 };
@@ -113,6 +118,11 @@ void check_recompute_policy(const RecomputePolicy& policy, const std::string& co
 
 at::Tensor recomputed(std::function<at::Tensor(const at::Tensor&)> block, const at::Tensor& x) {
   if (!at::GradMode::is_enabled()) return block(x);  // evaluation, generation: nothing to keep
+  return recomputed([block = std::move(block)](const at::Tensor& in) { return Outputs{block(in)}; }, x).front();
+}
+
+Outputs recomputed(std::function<Outputs(const at::Tensor&)> block, const at::Tensor& x) {
+  if (!at::GradMode::is_enabled()) return block(x);
   auto first = c10::make_intrusive<FirstRun>();
   first->block = std::move(block);
   first->device = x.device();

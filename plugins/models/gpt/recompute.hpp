@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace loom_gpt {
 
@@ -41,5 +42,12 @@ void check_recompute_policy(const RecomputePolicy& policy, const std::string& co
 // be a pure function of x and the model's parameters (it may draw random numbers), and stay
 // callable until backward: capture by value what a caller's locals would otherwise hold.
 at::Tensor recomputed(std::function<at::Tensor(const at::Tensor&)> block, const at::Tensor& x);
+
+// The same for a block of several outputs (a mixture of experts' layer: its output, the router
+// logits the auxiliary loss reads, the chosen experts). Floating-point outputs carry gradients
+// (backward runs the block again and backpropagates from every output that got one); integer
+// ones do not.
+using Outputs = std::vector<at::Tensor>;
+Outputs recomputed(std::function<Outputs(const at::Tensor&)> block, const at::Tensor& x);
 
 }  // namespace loom_gpt
