@@ -101,6 +101,11 @@ TEST_CASE("LoRA on the attention projections of a mixture of experts trains on e
   // The frozen experts stay out of the checkpoints: their checksum is one process's at any E.
   check_close(after_step_10(one), resumed_losses(m, "l1-from-2", {1}, "l2", kVocab), 1e-5);
   check_close(after_step_10(one), resumed_losses(m, "l2-from-1", {2}, "l1", experts(2)), 1e-5);
+  // Frozen experts stored in a sharded save: the first part holds every one.
+  const std::string stored = every10 + " --set checkpoint.frozen=include --set distributed.shard=optimizer";
+  const Logged sharded = train(m, "l2d2", {4}, experts(2) + stored);
+  CHECK(resumed_losses(m, "l2d2-from-l2d2", {4}, "l2d2", experts(2) + stored) == after_step_10(sharded));
+  check_close(after_step_10(sharded), resumed_losses(m, "d4-from-l2d2", {4}, "l2d2", kVocab + stored), 1e-5);
 }
 
 TEST_CASE("each rank holds its own experts; checkpoints and exports hold every expert as one process lays them out") {
