@@ -257,8 +257,8 @@ const HostTable<DistributedSettings>& distributed_table() {
               "every rank of its group, which an all-to-all sends to it and a second sends back. It must divide "
               "the world size and the experts. Each rank holds only its experts' weights, gradients and "
               "optimizer state; checkpoints and exports hold every expert and resume on any E. Models: "
-              "hf_causal_lm with Qwen2-MoE, Qwen3-MoE or Mixtral; not with tensor_parallel, sequence_parallel, "
-              "shard = \"parameters\" or [model] init_from. README "
+              "hf_causal_lm with Qwen2-MoE, Qwen3-MoE or Mixtral; not with tensor_parallel, sequence_parallel "
+              "or shard = \"parameters\". README "
               "\"Mixtures of experts\".",
               {at_least<int64_t>(1)})}};
   return table;

@@ -22,6 +22,18 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+std::set<std::string> experts_held_elsewhere(ModelInstance& model, Communicator& group) {
+  nlohmann::json mine = nlohmann::json::array();
+  for (const ModelParam& param : model.params())
+    if (param.expert()) mine.push_back(param.name);
+  std::set<std::string> out;
+  const std::vector<std::string> said = group.allgather_bytes(mine.dump());
+  for (size_t r = 0; r < said.size(); ++r)
+    if (static_cast<int>(r) != group.rank())
+      for (const auto& name : nlohmann::json::parse(said[r])) out.insert(name.get<std::string>());
+  return out;
+}
+
 ExpertPlacement::ExpertPlacement(Pipeline& p, Communicator& group) : p_(p), group_(group) {
   const std::vector<ModelParam> params = p.model.params();
   const auto tables = p.flat.segment_tables();

@@ -17,6 +17,7 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@
 #include "train/pipeline.hpp"
 
 namespace loom {
+
+// The experts (LOOM_PARAM_FLAG_EXPERT) the other ranks of the group registered, by name; every
+// rank of the group calls it, before the flat buffers exist ([model] init_from reads them).
+std::set<std::string> experts_held_elsewhere(ModelInstance& model, Communicator& group);
 
 class ExpertPlacement {
  public:

@@ -42,6 +42,8 @@ FrozenSummary freeze_parameters(ModelInstance& model, const RunPlan& plan);
 std::string frozen_checksum(const std::vector<ModelParam>& params, const std::set<std::string>& frozen);
 
 // [model] init_from, then freeze_parameters: the model as the run's first step sees it.
-FrozenSummary prepare_model(ModelInstance& model, const RunPlan& plan);
+// held_elsewhere: init_model_weights'.
+FrozenSummary prepare_model(ModelInstance& model, const RunPlan& plan,
+                            const std::set<std::string>* held_elsewhere = nullptr);
 
 }  // namespace loom

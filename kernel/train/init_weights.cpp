@@ -66,14 +66,15 @@ std::unique_ptr<formats::WeightSource> peft_source(const fs::path& from, const A
 }  // namespace
 
 void init_model_weights(ModelInstance& model, const ModelInitSettings& settings, const AdapterSettings& lora,
-                        const Registry* registry) {
+                        const Registry* registry, const std::set<std::string>* held_elsewhere) {
   if (settings.init_from.empty()) return;
   const fs::path from = settings.init_from;
   const std::string where = "[model] init_from = \"" + settings.init_from + "\"";
-  if (model.run().expert_parallel_size > 1)  // each rank would see the other ranks' experts as unexpected
-    throw usage_failure(where + " with [distributed] expert_parallel > 1 is not built; load the weights with "
-                        "expert_parallel = 1, or resume the checkpoint (a resume places the experts)");
+  if (model.run().expert_parallel_size > 1 && held_elsewhere == nullptr)  // other ranks' experts would look unexpected
+    throw usage_failure(where + " with [distributed] expert_parallel > 1 here: only a training run knows which "
+                        "experts the other ranks hold; load with expert_parallel = 1");
   formats::LoadRules rules;
+  if (held_elsewhere != nullptr) rules.held_elsewhere = *held_elsewhere;
   rules.strict = settings.init_strict;
   rules.strict_key = "init_strict";
   try {

@@ -3,6 +3,9 @@
 // optimizer, schedule, RNG and data start fresh, so it is the start of a new stage, not a resume.
 #pragma once
 
+#include <set>
+#include <string>
+
 #include "abi/compute_components.hpp"
 #include "abi/registry.hpp"
 #include "train/run_plan.hpp"
@@ -14,7 +17,9 @@ namespace loom {
 // first missing, unexpected and mismatched tensors with their counts. With LoRA adapters
 // ([lora]): a PEFT adapter folder fills the adapters alone (its r and lora_alpha must be
 // [lora]'s); any other source fills the base, and the adapters only where it has them.
+// held_elsewhere: under expert parallelism, the experts other ranks hold (their tensors in the
+// source are theirs, not unexpected); null there refuses init_from.
 void init_model_weights(ModelInstance& model, const ModelInitSettings& settings, const AdapterSettings& lora,
-                        const Registry* registry);
+                        const Registry* registry, const std::set<std::string>* held_elsewhere = nullptr);
 
 }  // namespace loom

@@ -4,7 +4,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <functional>
 #include <limits>
+#include <set>
 #include <memory>
 #include <vector>
 
@@ -87,13 +89,21 @@ struct Pipeline {
   std::vector<TrackerInstance> trackers;
   std::vector<HookInstance> hooks;
 
-  Pipeline(const RunPlan& c, const RunContext& context)
+  // experts_elsewhere: under expert parallelism, the experts the other ranks of the model's
+  // expert group hold (train/expert_placement.hpp), for [model] init_from.
+  using ExpertsElsewhere = std::function<std::set<std::string>(ModelInstance&)>;
+  static FrozenSummary prepare(ModelInstance& model, const RunPlan& c, const ExpertsElsewhere& elsewhere) {
+    if (!elsewhere) return prepare_model(model, c);
+    const std::set<std::string> names = elsewhere(model);
+    return prepare_model(model, c, &names);
+  }
+  Pipeline(const RunPlan& c, const RunContext& context, const ExpertsElsewhere& experts_elsewhere = {})
       : data(c.data, with_total_steps(context, context.total_steps)),
         steps(total_steps(c, data)),
         model(c.model, for_model(context, steps, c.lora)),
         // init_from fills the parameters and the frozen ones are set apart before the flat
         // buffers take the rest over
-        frozen(prepare_model(model, c)),
+        frozen(prepare(model, c, experts_elsewhere)),
         store_frozen(c.checkpoint.frozen == "include"),
         // ZeRO shards over the replica group: every data and sequence rank (dist/device_mesh.hpp);
         // placed experts are already split (train/expert_placement.hpp)

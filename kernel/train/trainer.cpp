@@ -50,7 +50,10 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   context.expert_parallel_rank = mesh_.rank % experts;
   context.expert_parallel_size = experts;
   context.total_steps = settings_.steps;
-  p_ = std::make_unique<Pipeline>(plan, context);
+  Pipeline::ExpertsElsewhere elsewhere;  // [model] init_from under expert parallelism
+  if (experts > 1)
+    elsewhere = [this](ModelInstance& model) { return experts_held_elsewhere(model, *mesh_groups_->experts()); };
+  p_ = std::make_unique<Pipeline>(plan, context, elsewhere);
   if (mesh_.sequence > 1 && !p_->model.handles_sequence_parallel())
     throw usage_failure("[distributed] sequence_parallel = " + std::to_string(mesh_.sequence) + ": model " +
                         p_->model.component().name + " does not take pieces of rows (loom_model_vtable."
