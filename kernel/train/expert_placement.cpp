@@ -2,7 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <set>
 
 #include "base/failure.hpp"
@@ -52,6 +51,7 @@ ExpertPlacement::ExpertPlacement(Pipeline& p, Communicator& group) : p_(p), grou
       continue;
     }
     in_run = true;
+    local_index_[param.name] = local_.size();
     local_.push_back(param.name);
     run_of_local_.push_back(run);
     const auto g = group_of.find(param.name);
@@ -81,15 +81,13 @@ ExpertPlacement::ExpertPlacement(Pipeline& p, Communicator& group) : p_(p), grou
                             static_cast<int>(r), i});
   // Each expert group: this rank's offsets (the same at every rank) and one process's layout,
   // the reverse of the whole registration order (train/flat_params.hpp).
-  std::map<std::string, size_t> local_index;
-  for (size_t i = 0; i < local_.size(); ++i) local_index[local_[i]] = i;
   for (size_t g = 0; g < tables.size(); ++g) {
     if (!expert_groups[g]) continue;
     GroupLayout layout;
     layout.group = g;
     layout.local_offset.assign(local_.size(), -1);
     for (const auto& seg : tables[g]) {
-      layout.local_offset[local_index.at(seg.name)] = seg.offset;
+      layout.local_offset[local_index_.at(seg.name)] = seg.offset;
       layout.local_numel += seg.numel;
     }
     layout.whole_offset.assign(whole_.size(), -1);
@@ -192,12 +190,10 @@ const ExpertPlacement::GroupLayout* ExpertPlacement::layout_of_state(const std::
 
 void ExpertPlacement::gather_whole(Snapshot& s) {
   std::set<size_t> saved;  // local experts the capture holds (frozen ones only when stored)
-  std::map<std::string, size_t> local_index;
-  for (size_t i = 0; i < local_.size(); ++i) local_index[local_[i]] = i;
   NamedTensors kept;
   for (auto& [name, t] : s.tensors) {
-    if (name.rfind(kModel, 0) == 0 && local_index.count(name.substr(kModel.size()))) {
-      saved.insert(local_index[name.substr(kModel.size())]);
+    if (name.rfind(kModel, 0) == 0 && local_index_.count(name.substr(kModel.size()))) {
+      saved.insert(local_index_.at(name.substr(kModel.size())));
       continue;  // every rank's come back below
     }
     if (name.rfind(kOptimizer, 0) == 0)
@@ -237,10 +233,9 @@ void ExpertPlacement::gather_part(Snapshot& part, bool first_part) {
   if (p_.store_frozen && frozen_experts_) {
     const std::map<std::string, at::Tensor> all = gather_params();
     if (first_part) {
-      const std::set<std::string> mine(local_.begin(), local_.end());
       NamedTensors kept;
       for (auto& [name, t] : part.tensors)
-        if (name.rfind(kModel, 0) != 0 || !mine.count(name.substr(kModel.size()))) kept.emplace_back(name, t);
+        if (name.rfind(kModel, 0) != 0 || !local_index_.count(name.substr(kModel.size()))) kept.emplace_back(name, t);
       for (const Expert& x : whole_)
         if (!in_buffers_[x.local]) kept.emplace_back(kModel + x.name, all.at(x.name).contiguous());
       part.tensors = std::move(kept);
@@ -250,9 +245,8 @@ void ExpertPlacement::gather_part(Snapshot& part, bool first_part) {
 }
 
 LoadedCheckpoint ExpertPlacement::cut(LoadedCheckpoint whole, const std::string& origin) const {
-  std::set<std::string> mine(local_.begin(), local_.end());
   for (const Expert& x : whole_)
-    if (!mine.count(x.name)) whole.tensors.erase(kModel + x.name);  // another rank's
+    if (!local_index_.count(x.name)) whole.tensors.erase(kModel + x.name);  // another rank's
   for (auto& [name, t] : whole.tensors)
     if (name.rfind(kOptimizer, 0) == 0)
       if (const GroupLayout* g = layout_of_state(name.substr(kOptimizer.size()))) t = cut_flat(t, *g, name, origin);
@@ -277,7 +271,7 @@ void ExpertPlacement::use_whole_frozen_checksum() {
       ordered.push_back(param);
       continue;
     }
-    const size_t i = std::find(local_.begin(), local_.end(), param.name) - local_.begin();
+    const size_t i = local_index_.at(param.name);
     if (run_of_local_[i] < next_run) continue;
     next_run = run_of_local_[i] + 1;
     for (const Expert& x : whole_) {

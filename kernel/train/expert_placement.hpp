@@ -79,6 +79,7 @@ class ExpertPlacement {
   Pipeline& p_;
   Communicator& group_;
   std::vector<std::string> local_;    // this rank's experts, in registration order
+  std::map<std::string, size_t> local_index_;  // each one's place in local_
   std::vector<size_t> run_of_local_;  // the run each belongs to
   std::vector<bool> in_buffers_;      // trains (in an expert group), or is frozen
   bool frozen_experts_ = false;
