@@ -124,7 +124,7 @@ void FlatParams::build_optimizer_view(Group& group) {
 
 void FlatParams::zero_grad() {
   // Reducing to owners, the rest was released (and reads as zeros) after the last step.
-  for (auto& g : groups_) (g->sharded && reduces_to_owner() ? g->owned_grads : g->grads).zero_();
+  for (auto& g : groups_) used_grads(*g).zero_();
 }
 
 at::Tensor FlatParams::grad_norm() const {
@@ -147,16 +147,20 @@ at::Tensor square_sum(const std::vector<at::Tensor>& parts) {
 
 // Reducing to owners, only the owned slice of a sharded group holds the reduced sum (the rest is
 // partial sums or given back); otherwise the whole buffer is the reduced gradient (padding: 0).
+at::Tensor FlatParams::used_grads(const Group& g) const {
+  return g.sharded && reduces_to_owner() ? g.owned_grads : g.grads;
+}
+
 at::Tensor FlatParams::owned_grad_square_sum() const {
   std::vector<at::Tensor> parts;
-  for (const auto& g : groups_) parts.push_back(g->sharded && reduces_to_owner() ? g->owned_grads : g->grads);
+  for (const auto& g : groups_) parts.push_back(used_grads(*g));
   return square_sum(parts);
 }
 
 at::Tensor FlatParams::owned_grad_square_sum(bool experts) const {
   std::vector<at::Tensor> parts;
   for (const auto& g : groups_)
-    if (g->expert == experts) parts.push_back(g->sharded && reduces_to_owner() ? g->owned_grads : g->grads);
+    if (g->expert == experts) parts.push_back(used_grads(*g));
   if (parts.empty() && !groups_.empty())
     return at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(groups_.front()->grads.device()));
   return square_sum(parts);

@@ -129,6 +129,8 @@ class FlatParams {
     loom_param_group abi;
   };
   void build_optimizer_view(Group& group);
+  // The part of a group's gradients that holds the reduced sum after a step's sync.
+  at::Tensor used_grads(const Group& group) const;
 
   ShardSpec shard_;
   std::vector<std::unique_ptr<Group>> groups_;
