@@ -63,11 +63,12 @@ nlohmann::json trace_events(const fs::path& file) {
   return trace;
 }
 
-// Profiles steps [a, b] of an 8-step run; returns the number of matrix products in the trace.
-int profiled_matmuls(const std::string& name, int a, int b) {
+// Profiles steps [a, b] of an 8-step run with `recorder`; returns the number of matrix products
+// in the trace.
+int profiled_matmuls(const std::string& name, int a, int b, const std::string& recorder = "auto") {
   const fs::path dir = loom_test::tmp_dir("hooks-profiler-" + name);
   const std::string hook = "[[hooks]]\nuse = \"profiler\"\nstart_step = " + std::to_string(a) +
-                           "\nend_step = " + std::to_string(b) + "\n";
+                           "\nend_step = " + std::to_string(b) + "\nrecorder = \"" + recorder + "\"\n";
   const auto r = run_host("run " + write_manifest(dir, 8, 4, hook));
   REQUIRE_MESSAGE(r.code == 0, r.err);
   const fs::path trace = dir / "r" / "trace.json";
@@ -80,7 +81,9 @@ int profiled_matmuls(const std::string& name, int a, int b) {
   CHECK(events.size() > 10);
   int matmuls = 0;
   for (const auto& e : events) {
-    // Every event is a complete event Chrome and Perfetto can place on a timeline.
+    // Kineto also writes metadata ("M") and flow events; ops are complete events ("X"), which
+    // Chrome and Perfetto place on a timeline, and its ops are "cpu_op"s.
+    if (recorder == "kineto" && (e.value("ph", "") != "X" || e.value("cat", "") != "cpu_op")) continue;
     REQUIRE(e.at("name").is_string());
     CHECK(e.at("ph") == "X");
     CHECK(e.at("ts").is_number());
@@ -99,6 +102,16 @@ TEST_CASE("profiler writes a Chrome trace JSON of exactly the configured steps")
   // Every step does the same products, so the count scales with the number of steps profiled.
   CHECK(profiled_matmuls("two", 3, 4) == 2 * one);
   CHECK(profiled_matmuls("four", 5, 8) == 4 * one);
+  // Kineto (the GPU's default, which also records kernels there) sees the same ops on the CPU.
+  CHECK(profiled_matmuls("kineto", 3, 4, "kineto") == 2 * one);
+}
+
+TEST_CASE("profiler: an unknown recorder is refused by name") {
+  const fs::path dir = loom_test::tmp_dir("hooks-profiler-recorder");
+  const auto r = run_host("run " + write_manifest(dir, 4, 2, "[[hooks]]\nuse = \"profiler\"\nrecorder = \"nsys\"\n"));
+  CHECK(r.code != 0);
+  CHECK_MESSAGE(loom_test::contains(r.err, "profiler: recorder must be \"auto\", \"kineto\" or \"legacy\", got \"nsys\""),
+                r.err);
 }
 
 TEST_CASE("profiler: a run that ends inside the window writes what it recorded") {

@@ -1,28 +1,36 @@
-// profiler.cpp: the `profiler` hook. It records LibTorch's autograd profiler over the steps
-// [start_step, end_step] (1-based, inclusive) and writes a Chrome trace JSON (a top-level array
-// of complete "X" events, one per op: aten::addmm, aten::mm, autograd nodes, ...) that
+// profiler.cpp: the `profiler` hook. It records LibTorch's profiler over the steps
+// [start_step, end_step] (1-based, inclusive) and writes a Chrome trace JSON that
 // chrome://tracing and https://ui.perfetto.dev open.
 //
 // What it covers: everything the training thread runs from this hook's STEP_BEGIN of start_step
 // to its STEP_END of end_step: forward, backward, clipping, the optimizer update, and any
 // evaluation run after a profiled step before end_step. Other threads (the data prefetcher) are
-// not recorded. On CUDA it records the CPU side of each op (its launch), not GPU kernel time.
-// A run that resumes inside the window profiles from the resumed step on; a run that ends
-// inside it writes what it recorded.
+// not recorded. A run that resumes inside the window profiles from the resumed step on; a run
+// that ends inside it writes what it recorded.
 //
-// It uses the legacy profiler's RecordProfile (torch/csrc/autograd/profiler_legacy.h): same
-// header, class and constructors in LibTorch 1.13 and 2.x, and no dependency on Kineto, which
-// CPU builds such as Debian's may lack. With world_size > 1 every rank writes its own file,
-// `.rank<N>` inserted before the extension.
+// Two recorders (option `recorder`; "auto" takes Kineto on a GPU, the legacy one on the CPU):
+//  - legacy: the legacy profiler's RecordProfile (torch/csrc/autograd/profiler_legacy.h), a
+//    top-level array of complete "X" events, one per op (aten::addmm, autograd nodes, ...).
+//  - kineto: Kineto (torch/csrc/autograd/profiler_kineto.h, what torch.profiler uses), CPU
+//    activities plus, on a GPU, CUDA's: a {"traceEvents": [...]} object that also holds every GPU kernel
+//    ("cat": "kernel") with its duration on the device, so a step's GPU time can be summed by
+//    kernel (tools/bench/kernel_times.py does) and set beside PyTorch's own trace. On a GPU the
+//    hook waits for the device when the window opens and before it closes: the host runs ahead
+//    of the GPU, and without the waits the trace would hold the end of the step before the
+//    window and miss the end of its last step (kernels that have not run are not recorded).
+// With world_size > 1 every rank writes its own file, `.rank<N>` inserted before the extension.
 #include <loom/hook.hpp>
 #include <loom/torch.hpp>
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace fs = std::filesystem;
@@ -38,10 +46,21 @@ class Profiler final : public loom::Hook {
       loom::option("end_step", LOOM_OPTION_TYPE_INT, "10", "Last step profiled (inclusive, >= start_step)."),
       loom::option("path", LOOM_OPTION_TYPE_STRING, "trace.json",
                    "Chrome trace JSON to write; relative paths are inside the run directory."),
+      loom::option("recorder", LOOM_OPTION_TYPE_STRING, "auto",
+                   "\"kineto\" (torch.profiler's: ops, and on a GPU every kernel with its device time), \"legacy\" "
+                   "(ops only, one array of events) or \"auto\" (kineto on a GPU, legacy on the CPU)."),
   };
 
   Profiler(const loom::Config& c, const loom::Context& ctx)
-      : start_(c.i64("start_step")), end_(c.i64("end_step")), total_steps_(ctx.total_steps) {
+      : start_(c.i64("start_step")),
+        end_(c.i64("end_step")),
+        total_steps_(ctx.total_steps),
+        gpu_(ctx.device.rfind("cuda", 0) == 0),
+        device_(ctx.device) {
+    const std::string recorder = c.str("recorder");
+    if (recorder != "auto" && recorder != "kineto" && recorder != "legacy")
+      throw loom::Error("profiler: recorder must be \"auto\", \"kineto\" or \"legacy\", got \"" + recorder + "\"");
+    kineto_ = recorder == "kineto" || (recorder == "auto" && gpu_);
     if (start_ < 1) throw loom::Error("profiler: start_step must be >= 1, got " + std::to_string(start_));
     if (end_ < start_)
       throw loom::Error("profiler: end_step (" + std::to_string(end_) + ") must be >= start_step (" +
@@ -99,7 +118,11 @@ class Profiler final : public loom::Hook {
     file_.emplace(tmp_, std::ios::out | std::ios::trunc);
     if (!*file_) throw loom::Error("profiler: cannot write " + tmp_.string(), LOOM_STATUS_CODE_NOT_FOUND);
     try {
-      record_ = std::make_unique<torch::autograd::profiler::RecordProfile>(*file_);
+      wait_for_gpu();
+      if (kineto_)
+        start_kineto(gpu_);
+      else
+        record_ = std::make_unique<torch::autograd::profiler::RecordProfile>(*file_);
     } catch (const std::exception& e) {
       file_.reset();
       fs::remove(tmp_);
@@ -116,9 +139,15 @@ class Profiler final : public loom::Hook {
     if (!recording_) return;
     recording_ = false;
     done_ = true;
-    record_.reset();
+    wait_for_gpu();
+    record_.reset();  // the legacy recorder writes its trace into file_ here
     file_->close();
-    const bool ok = !file_->fail();
+    bool ok = !file_->fail();
+    if (kineto_) {  // Kineto writes the file itself; the stream only reserved the name
+      torch::autograd::profiler::disableProfiler()->save(tmp_.string());
+      std::error_code size_error;
+      ok = fs::file_size(tmp_, size_error) > 0 && !size_error;
+    }
     file_.reset();
     if (!ok) throw loom::Error("profiler: writing " + tmp_.string() + " failed (disk full?)", LOOM_STATUS_CODE_INTERNAL);
     fs::rename(tmp_, path_);
@@ -129,7 +158,28 @@ class Profiler final : public loom::Hook {
               "wrote the trace of " + steps + " to " + path_.string() + " (open it in chrome://tracing or ui.perfetto.dev)");
   }
 
+  // Blocks until the GPU has run everything queued so far (nothing on the CPU).
+  void wait_for_gpu() const {
+    if (!gpu_) return;
+    const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    const c10::Device device(device_);
+    impl->synchronizeDevice(device.has_index() ? device.index() : impl->getDevice().index());
+  }
+
+  // The ops the CPU ran and, on a GPU, every kernel the device ran.
+  static void start_kineto(bool gpu) {
+    namespace prof = torch::profiler::impl;
+    const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+    std::set<prof::ActivityType> activities{prof::ActivityType::CPU};
+    if (gpu) activities.insert(prof::ActivityType::CUDA);
+    torch::autograd::profiler::prepareProfiler(config, activities);
+    torch::autograd::profiler::enableProfiler(config, activities);
+  }
+
   int64_t start_, end_, total_steps_;
+  bool gpu_;             // the run's device is a GPU: record its kernels too
+  std::string device_;   // "cuda" or "cuda:N" on a GPU
+  bool kineto_ = false;  // Kineto, else the legacy recorder
   fs::path path_, tmp_;
   std::optional<std::ofstream> file_;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> record_;  // destroyed before file_ closes
