@@ -76,5 +76,6 @@ TEST_CASE("chunked loss: bf16 products stay close; evaluation computes no gradie
   const at::Tensor h = in.hidden.clone().requires_grad_(true);
   const at::Tensor frozen = loom_gpt::chunked_linear_cross_entropy(h, in.weight, in.targets, kIgnore, 8);
   CHECK(error(torch::autograd::grad({frozen}, {h})[0], reference(in, 1.0)[1]) < 1e-6);
-  CHECK(loom_gpt::loss_chunk_rows(50304) == 667);  // GPT-2: 25 chunks at batch 16 x 1024
+  CHECK(loom_gpt::loss_chunk_rows(50304, at::kCUDA) == 2668);  // GPT-2: 7 chunks at batch 16 x 1024
+  CHECK(loom_gpt::loss_chunk_rows(50304, at::kCPU) == 667);    // 25
 }

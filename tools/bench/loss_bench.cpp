@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   for (int64_t r = 0; r < reps; ++r) {
     const auto start = std::chrono::steady_clock::now();
     const at::Tensor loss =
-        chunked ? loom_gpt::chunked_linear_cross_entropy(hidden, weight, targets, -100, loom_gpt::loss_chunk_rows(vocab))
+        chunked ? loom_gpt::chunked_linear_cross_entropy(hidden, weight, targets, -100, loom_gpt::loss_chunk_rows(vocab, at::kCPU))
                 : at::cross_entropy_loss(at::mm(hidden, weight.t()), targets, {}, at::Reduction::Sum, -100);
     torch::autograd::grad({loss}, {hidden, weight});
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());

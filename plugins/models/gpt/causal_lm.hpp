@@ -155,9 +155,9 @@ class CausalLm : public loom::Model {
     if (tp_.split())  // (N, V/T) logits per rank: the pieces are a chunk of their own
       return loom::tensor_parallel::cross_entropy_sum(head(loom::tensor_parallel::enter(rows, tp_)),
                                                       targets.reshape({-1}), tp_);
-    const int64_t chunk = loss_chunk_rows(vocab_size_);
-    if (rows.size(0) <= chunk) return loom::token_loss_sum(head(rows), targets.reshape({-1}));
     const at::DeviceType device = rows.device().type();
+    const int64_t chunk = loss_chunk_rows(vocab_size_, device);
+    if (rows.size(0) <= chunk) return loom::token_loss_sum(head(rows), targets.reshape({-1}));
     const at::ScalarType dtype =
         at::autocast::is_autocast_enabled(device) ? at::autocast::get_autocast_dtype(device) : rows.scalar_type();
     return chunked_linear_cross_entropy(rows.to(dtype), head_weight().to(dtype), targets.reshape({-1}),

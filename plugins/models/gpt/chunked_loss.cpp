@@ -20,23 +20,30 @@ struct ChunkedLinearCrossEntropy : torch::autograd::Function<ChunkedLinearCrossE
     at::Tensor grad_hidden = grad_hidden_wanted ? at::empty_like(hidden) : at::Tensor();  // (N, C)
     at::Tensor grad_weight =
         grad_weight_wanted ? at::zeros_like(weight, weight.options().dtype(at::kFloat)) : at::Tensor();  // (V, C)
+    // Per chunk, two passes over the (n, V) values besides the products: the log-softmax reads
+    // the logits in the compute dtype and writes fp32; the softmax (the logits' gradient but at
+    // the targets) is written straight back in the compute dtype for the products.
+    const at::ScalarType dtype = hidden.scalar_type();
     for (int64_t r0 = 0; r0 < N; r0 += chunk_rows) {
       const int64_t n = std::min(chunk_rows, N - r0);
       const at::Tensor h = hidden.narrow(0, r0, n);                                  // (n, C)
       const at::Tensor t = targets.narrow(0, r0, n);                                 // (n)
       const at::Tensor counted = t.ne(ignore_index);                                 // (n) bool
       const at::Tensor index = t.masked_fill(counted.logical_not(), 0).unsqueeze(1);  // (n, 1)
-      at::Tensor log_probs = at::log_softmax(at::mm(h, weight.t()).to(at::kFloat), -1);  // (n, V) fp32
-      loss -= log_probs.gather(1, index).squeeze(1).masked_fill(counted.logical_not(), 0.0).sum();
+      at::Tensor log_probs = at::log_softmax(at::mm(h, weight.t()), -1, at::kFloat);  // (n, V) fp32
+      const at::Tensor picked = log_probs.gather(1, index);                           // (n, 1) log p_t
+      loss -= picked.squeeze(1).masked_fill(counted.logical_not(), 0.0).sum();
       if (!want_grads) continue;
-      // d(-log p_t)/d logits = softmax - one_hot(t); rows that do not count have no gradient.
-      at::Tensor grad_logits = log_probs.exp_();                                     // (n, V), in place
+      // d(-log p_t)/d logits = softmax - one_hot(t). The target's entry, p_t - 1, is formed in
+      // fp32 and rounded once; rows that do not count are zeroed on the (n, C) side.
+      at::Tensor grad_logits;  // in place in fp32: no new (n, V) block
+      if (dtype == at::kFloat) grad_logits = log_probs.exp_();
+      else at::exp_out(grad_logits = at::empty_like(log_probs, dtype), log_probs);
       log_probs.reset();
-      grad_logits.scatter_add_(1, index, at::full({n, 1}, -1.0f, grad_logits.options()));
-      grad_logits.mul_(counted.unsqueeze(1));
-      const at::Tensor g = grad_logits.to(hidden.scalar_type());                     // the products' dtype
-      if (grad_hidden_wanted) grad_hidden.narrow(0, r0, n).copy_(at::mm(g, weight));  // (n, C)
-      if (grad_weight_wanted) grad_weight.add_(at::mm(g.t(), h));                     // (V, C), summed in fp32
+      grad_logits.scatter_(1, index, (picked.exp() - 1.0).to(dtype));
+      const at::Tensor keep = counted.unsqueeze(1).to(dtype);                        // (n, 1)
+      if (grad_hidden_wanted) grad_hidden.narrow(0, r0, n).copy_(at::mm(grad_logits, weight) * keep);  // (n, C)
+      if (grad_weight_wanted) grad_weight.add_(at::mm(grad_logits.t(), h * keep));  // (V, C), summed in fp32
     }
     if (want_grads)
       ctx->save_for_backward({grad_hidden, grad_weight_wanted ? grad_weight.to(weight.scalar_type()) : at::Tensor()});
@@ -54,7 +61,10 @@ struct ChunkedLinearCrossEntropy : torch::autograd::Function<ChunkedLinearCrossE
 
 }  // namespace
 
-int64_t loss_chunk_rows(int64_t vocab) { return std::max<int64_t>(1, (int64_t{1} << 25) / std::max<int64_t>(vocab, 1)); }
+int64_t loss_chunk_rows(int64_t vocab, at::DeviceType device) {
+  const int64_t values = device == at::kCUDA ? int64_t{1} << 27 : int64_t{1} << 25;
+  return std::max<int64_t>(1, values / std::max<int64_t>(vocab, 1));
+}
 
 at::Tensor chunked_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
                                         int64_t ignore_index, int64_t chunk_rows) {

@@ -14,9 +14,12 @@
 
 namespace loom_gpt {
 
-// Rows per chunk for a vocabulary of V: about 32M logits a chunk (up to 14 bytes each while
-// it lives: the logits, fp32 log-probabilities and their gradient), and never under 1.
-int64_t loss_chunk_rows(int64_t vocab);
+// Rows per chunk for a vocabulary of V, never under 1: on a GPU about 128M logits a chunk (up
+// to 8 bytes each while it lives, in bf16: the logits, fp32 log-probabilities, then their
+// gradient), elsewhere about 32M (up to 12 bytes each in fp32). On a GPU fewer, larger chunks
+// add the (V, C) weight gradient into its fp32 sum fewer times: at 32M (25 chunks for GPT-2 at
+// batch 16 x 1024) those sums moved 12 GB a step; on a CPU memory is the scarcer.
+int64_t loss_chunk_rows(int64_t vocab, at::DeviceType device);
 
 // sum over rows with targets[i] != ignore_index of -log softmax(hidden[i] weight^T)[targets[i]],
 // as at::cross_entropy_loss(..., Sum, ignore_index) on the whole logits. hidden: (N, C) and
