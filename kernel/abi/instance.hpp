@@ -45,6 +45,7 @@ struct RunContext {
   int32_t tensor_parallel_rank = 0, tensor_parallel_size = 1;  // the model's only (ABI 1.10)
   int32_t sequence_parallel_rank = 0, sequence_parallel_size = 1;  // the model's only (ABI 1.11)
   int32_t expert_parallel_rank = 0, expert_parallel_size = 1;  // the model's only (ABI 1.12)
+  int32_t sparse_shard_rank = 0, sparse_shard_size = 1;        // the model's only (ABI 1.14)
 };
 
 template <class VTable, class Handle>
@@ -97,6 +98,8 @@ class Instance {
     context.sequence_parallel_size = run_.sequence_parallel_size;
     context.expert_parallel_rank = run_.expert_parallel_rank;
     context.expert_parallel_size = run_.expert_parallel_size;
+    context.sparse_shard_rank = run_.sparse_shard_rank;
+    context.sparse_shard_size = run_.sparse_shard_size;
     std::vector<const char*> targets;
     for (const std::string& t : run_.adapters.targets) targets.push_back(t.c_str());
     loom_adapter_spec adapters{};

@@ -12,7 +12,7 @@
 namespace loom {
 namespace {
 
-std::array<std::atomic<GroupCollectives*>, 3> g_groups{};  // by loom_collective_group
+std::array<std::atomic<GroupCollectives*>, 4> g_groups{};  // by loom_collective_group
 
 }  // namespace
 
@@ -28,7 +28,7 @@ loom_status* tensor_parallel_collective(loom_collective_args* args) {
     return fail(LOOM_STATUS_CODE_INVALID_ARGUMENT, "tensor_parallel_collective: args, input and output must be set");
   const int32_t group = LOOM_STRUCT_HAS(args, loom_collective_args, group) ? args->group : LOOM_COLLECTIVE_GROUP_TENSOR;
   if (group != LOOM_COLLECTIVE_GROUP_TENSOR && group != LOOM_COLLECTIVE_GROUP_SEQUENCE &&
-      group != LOOM_COLLECTIVE_GROUP_EXPERT)
+      group != LOOM_COLLECTIVE_GROUP_EXPERT && group != LOOM_COLLECTIVE_GROUP_SPARSE)
     return fail(LOOM_STATUS_CODE_INVALID_ARGUMENT, "tensor_parallel_collective: unknown group " + std::to_string(group));
   try {
     const at::Tensor& x = tensor(args->input);

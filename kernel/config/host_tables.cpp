@@ -260,7 +260,16 @@ const HostTable<DistributedSettings>& distributed_table() {
               "hf_causal_lm with Qwen2-MoE, Qwen3-MoE or Mixtral; not with tensor_parallel, sequence_parallel "
               "or shard = \"parameters\". README "
               "\"Mixtures of experts\".",
-              {at_least<int64_t>(1)})}};
+              {at_least<int64_t>(1)}),
+       option("sparse_tables", &S::sparse_tables,
+              "Where the rows of the model's sparse tables live: \"replicated\" (every rank holds every table and "
+              "the ranks sum each step's (row, value) gradient pairs) or \"row_sharded\" (rank r of N holds rows "
+              "r R/N .. (r+1) R/N - 1 of each table of R rows and their optimizer state; each step sends the ids a "
+              "rank looks up to their owners and the rows back, one all-to-all each way, and the gradient rows "
+              "back to the owners in backward). Models: dlrm. Row-sharded runs do not yet take [checkpoint], "
+              "[export], [eval_data] or [model] init_from, nor tensor, sequence or expert parallelism. README "
+              "\"Sharded embedding tables\".",
+              {one_of({"replicated", "row_sharded"})})}};
   return table;
 }
 

@@ -38,6 +38,7 @@ void check_run_plan(const RunPlan& plan, const DistEnv& env) {
   make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel),
                    static_cast<int>(plan.distributed.sequence_parallel));  // their product divides the world
   check_expert_parallel(plan.distributed, env.world_size);
+  check_sparse_tables(plan, env.world_size);
   if (env.world_size <= 1 || !uses_nccl(plan.distributed, device)) return;
   if (!Communicator::nccl_available())
     throw usage_failure("[distributed] backend nccl: this host was built without NCCL (no CUDA toolkit with NCCL "
@@ -66,6 +67,7 @@ std::unique_ptr<GradientSync> build_gradient_sync(const RunPlan& plan, Pipeline&
     if (over) over->broadcast(buffers[g], 0);
   }
   for (const ModelParam& table : sparse_params(pipeline.model.params())) {  // replicated: rank 0's rows everywhere
+    if (pipeline.sparse.row_sharded()) break;                               // row-sharded: each rank its own rows
     at::NoGradGuard no_grad;
     at::Tensor weight = table.tensor->detach();
     comm->broadcast(weight, 0);

@@ -47,6 +47,8 @@ inline RunContext with_total_steps(RunContext run, int64_t total) {
   run.sequence_parallel_size = 1;
   run.expert_parallel_rank = 0;
   run.expert_parallel_size = 1;
+  run.sparse_shard_rank = 0;
+  run.sparse_shard_size = 1;
   return run;
 }
 
@@ -110,7 +112,7 @@ struct Pipeline {
         flat(dense_params(model.params()),
              ShardSpec{shard_mode_from_name(c.distributed.shard), mesh_of(context).replica_rank(),
                        mesh_of(context).replicas(), context.expert_parallel_size <= 1}),
-        sparse(sparse_params(model.params()), model.component().name),
+        sparse(sparse_params(model.params()), model.component().name, context.sparse_shard_size > 1),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),
         schedule(c.schedule, with_total_steps(context, steps)) {
     make_sparse_optimizer(c, with_total_steps(context, steps));

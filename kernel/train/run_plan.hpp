@@ -44,6 +44,7 @@ struct DistributedSettings {
   int64_t tensor_parallel = 1;   // ranks per tensor-parallel group (train/tensor_parallel.hpp)
   int64_t sequence_parallel = 1; // ranks per sequence-parallel group (train/sequence_pieces.hpp)
   int64_t expert_parallel = 1;   // data-parallel ranks per expert-parallel group (train/mesh_groups.hpp)
+  std::string sparse_tables = "replicated";  // or "row_sharded" (train/sparse_tables.hpp)
 };
 
 // [export]: Hugging Face folders written during training (XTuner's hf_interval).

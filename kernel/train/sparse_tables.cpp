@@ -60,13 +60,51 @@ void sum_sparse_rows(std::vector<at::Tensor>& rows, std::vector<at::Tensor>& val
 
 }  // namespace
 
-SparseTables::SparseTables(std::vector<ModelParam> tables, const std::string& model) : tables_(std::move(tables)) {
+void check_sparse_tables(const RunPlan& plan, int world_size) {
+  const DistributedSettings& d = plan.distributed;
+  if (d.sparse_tables == "replicated" || world_size <= 1) return;
+  const std::string what = "[distributed] sparse_tables = \"row_sharded\"";
+  std::string missing;
+  if (d.tensor_parallel > 1 || d.sequence_parallel > 1 || d.expert_parallel > 1)
+    missing = "tensor_parallel, sequence_parallel or expert_parallel > 1";
+  else if (plan.checkpoint_backend.component != nullptr)
+    missing = "[checkpoint] (rows would need gathering or per-rank parts)";
+  else if (plan.hf_export.enabled)
+    missing = "[export]";
+  else if (plan.eval_data.component != nullptr)
+    missing = "[eval_data] (every rank would have to look rows up for every evaluation batch)";
+  else if (!plan.model_init.init_from.empty())
+    missing = "[model] init_from";
+  if (!missing.empty())
+    throw usage_failure(what + " with " + missing + " is not built yet; use sparse_tables = \"replicated\" for it");
+}
+
+SparseShardGroup::SparseShardGroup(Communicator& world) {
+  std::vector<int> ranks(static_cast<size_t>(world.world_size()));
+  for (size_t r = 0; r < ranks.size(); ++r) ranks[r] = static_cast<int>(r);
+  comm_ = std::make_unique<Communicator>(world, ranks, "sparse");
+  calls_ = std::make_unique<CommunicatorCollectives>(*comm_);
+  set_group_collectives(LOOM_COLLECTIVE_GROUP_SPARSE, calls_.get());
+}
+
+SparseShardGroup::~SparseShardGroup() { set_group_collectives(LOOM_COLLECTIVE_GROUP_SPARSE, nullptr); }
+
+SparseTables::SparseTables(std::vector<ModelParam> tables, const std::string& model, bool row_sharded)
+    : tables_(std::move(tables)), row_sharded_(row_sharded) {
   views_.resize(tables_.size());
   for (size_t i = 0; i < tables_.size(); ++i) {
     const at::Tensor& w = *tables_[i].tensor;
     if (w.dim() != 2 || !w.is_contiguous() || !at::isFloatingType(w.scalar_type()))
       throw runtime_failure("model " + model + ": sparse table \"" + tables_[i].name +
                             "\" must be a contiguous floating [rows, dim] tensor (LOOM_PARAM_FLAG_SPARSE_ROWS)");
+    const bool shard = (tables_[i].flags & LOOM_PARAM_FLAG_ROW_SHARD) != 0;
+    if (shard != row_sharded)
+      throw usage_failure(
+          "model " + model + ": sparse table \"" + tables_[i].name + "\" " +
+          (row_sharded ? "is whole on every rank under [distributed] sparse_tables = \"row_sharded\" (no "
+                         "LOOM_PARAM_FLAG_ROW_SHARD, ABI 1.14): this model does not split its tables; use "
+                         "sparse_tables = \"replicated\""
+                       : "is flagged LOOM_PARAM_FLAG_ROW_SHARD, but the tables are replicated: a plugin bug"));
     views_[i].struct_size = sizeof(loom_sparse_table);
     views_[i].name = tables_[i].name.c_str();
     views_[i].weight = handle(*tables_[i].tensor);
@@ -108,13 +146,20 @@ void SparseTables::collect(Communicator* comm) {
     }
     weight.mutable_grad() = at::Tensor();  // the next step's backward starts a fresh sparse gradient
   }
-  sum_sparse_rows(rows, values, comm);
+  if (!row_sharded_) sum_sparse_rows(rows, values, comm);
   grads_.clear();
   for (size_t i = 0; i < tables_.size(); ++i)
     if (rows[i].size(0) > 0) grads_.push_back({i, rows[i], values[i]});
+  comm_ = comm;
 }
 
 at::Tensor SparseTables::square_sum() const {
+  if (row_sharded_ && !tables_.empty()) {  // every rank's rows count in the global norm
+    at::Tensor squares = at::zeros({}, tables_.front().tensor->options().dtype(at::kFloat));
+    for (const auto& g : grads_) squares += g.values.to(at::kFloat).square().sum();
+    if (comm_ != nullptr) comm_->allreduce_sum(squares);
+    return squares;
+  }
   at::Tensor total;
   for (const auto& g : grads_) {
     const at::Tensor s = g.values.to(at::kFloat).square().sum();

@@ -49,6 +49,11 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   context.sequence_parallel_size = mesh_.sequence;
   context.expert_parallel_rank = mesh_.rank % experts;
   context.expert_parallel_size = experts;
+  if (plan.distributed.sparse_tables == "row_sharded" && mesh_.world_size > 1) {  // ABI 1.14
+    sparse_group_ = std::make_unique<SparseShardGroup>(*world());
+    context.sparse_shard_rank = mesh_.rank;
+    context.sparse_shard_size = mesh_.world_size;
+  }
   context.total_steps = settings_.steps;
   Pipeline::ExpertsElsewhere elsewhere;  // [model] init_from under expert parallelism
   if (experts > 1)
@@ -92,15 +97,19 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   spdlog::info("model {}: {}; data {}; optimizer {}; schedule {}", p_->model.component().name,
                p_->frozen.frozen > 0 ? p_->frozen.describe()
                                      : std::to_string(p_->flat.numel() + p_->sparse.numel()) + " parameters" +
-                                           (experts_ ? " on this rank, " + experts_->describe() : ""),
+                                           (experts_ ? " on this rank, " + experts_->describe() : "") +
+                                           (p_->sparse.row_sharded() ? " on this rank (its rows of the sparse tables)" : ""),
                p_->data.component().name, p_->optimizer.component().name, p_->schedule.component().name);
   for (const FrozenSummary::Match& m : p_->frozen.matches)
     spdlog::info("[model] freeze \"{}\": {}", m.pattern, m.first_names);
   if (p_->sparse_optimizer)
-    spdlog::info("{} sparse tables ({} rows of parameters, {:.1f} MiB) outside the flat buffers, updated by "
+    spdlog::info("{} sparse tables ({} parameters, {:.1f} MiB{}) outside the flat buffers, updated by "
                  "[sparse_optimizer] {} on the rows each step touches",
                  p_->sparse.abi().sparse_table_count, p_->sparse.numel(),
-                 static_cast<double>(p_->sparse.bytes()) / (1 << 20), p_->sparse_optimizer->component().name);
+                 static_cast<double>(p_->sparse.bytes()) / (1 << 20),
+                 p_->sparse.row_sharded() ? ": this rank's rows, split by rows over " + std::to_string(world_size()) + " ranks"
+                                          : std::string(),
+                 p_->sparse_optimizer->component().name);
   log_state_bytes();
   mfu_ = build_mfu_baseline(p_->model, settings_, device_, mesh_.world_size);
   data_source_ = "[data] " + p_->data.component().name;

@@ -136,6 +136,7 @@ class Trainer {
   DeviceMesh mesh_;  // the world's layout: data x sequence x tensor
   std::unique_ptr<Communicator> world_comm_;         // with a model group: every rank; else null
   std::unique_ptr<MeshGroups> mesh_groups_;          // null unless tensor, sequence or expert parallel > 1
+  std::unique_ptr<SparseShardGroup> sparse_group_;   // row-sharded sparse tables' lookups (ABI 1.14); else null
   std::unique_ptr<TensorParallel> tensor_parallel_;  // null unless tensor_parallel > 1
   std::unique_ptr<ExpertPlacement> experts_;         // null unless expert_parallel > 1
   std::unique_ptr<Communicator> comm_;  // the replica group; null when it has one rank

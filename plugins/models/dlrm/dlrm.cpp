@@ -9,13 +9,18 @@
 //
 // The tables are sparse (LOOM_PARAM_FLAG_SPARSE_ROWS): looked up with sparse gradients, kept
 // out of the flat buffers and updated by [sparse_optimizer] on the rows a step touched. The
-// MLPs are ordinary dense parameters for [optimizer]. Reports `logloss` (mean over samples)
+// MLPs are ordinary dense parameters for [optimizer]. Under [distributed] sparse_tables =
+// "row_sharded" each rank holds its rows of every table only (loom/sparse_tables.hpp): the
+// tables are drawn in pieces, in the same order as whole, so every rank's rows are the ones a
+// replicated run starts from, and lookups go to the rows' owners. Reports `logloss` (mean over samples)
 // and `auc` (LOOM_METRIC_REDUCTION_ROC_AUC: the host computes the exact AUC of the window or of
 // the whole evaluation).
 #include <loom/model.hpp>
+#include <loom/sparse_tables.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -48,7 +53,7 @@ class Dlrm final : public loom::Model {
   };
 
   Dlrm(const loom::Config& c, const loom::Context& ctx)
-      : dense_(c.i64("dense_features")), embedding_dim_(c.i64("embedding_dim")) {
+      : dense_(c.i64("dense_features")), embedding_dim_(c.i64("embedding_dim")), shard_(ctx) {
     const int64_t sparse = c.i64("sparse_features");
     if (dense_ < 1 || sparse < 1 || embedding_dim_ < 1)
       throw loom::Error("dlrm: dense_features, sparse_features and embedding_dim must be >= 1");
@@ -60,12 +65,12 @@ class Dlrm final : public loom::Model {
     // Own generator: the weights depend on the run seed only.
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(ctx.seed);
     const at::Device device(ctx.device);
+    const uint32_t sharded = shard_.split() ? LOOM_PARAM_FLAG_ROW_SHARD : 0u;
     for (size_t f = 0; f < rows_.size(); ++f) {
       // DLRM's initialisation: uniform in +-sqrt(1 / rows).
       const double bound = std::sqrt(1.0 / static_cast<double>(rows_[f]));
-      at::Tensor table = at::empty({rows_[f], embedding_dim_}).uniform_(-bound, bound, gen).to(device);
-      tables_.push_back(add_param("tables." + std::to_string(f) + ".weight", table,
-                                  LOOM_PARAM_FLAG_SPARSE_ROWS | LOOM_PARAM_FLAG_NO_DECAY));
+      tables_.push_back(add_param("tables." + std::to_string(f) + ".weight", held_rows(rows_[f], bound, gen).to(device),
+                                  LOOM_PARAM_FLAG_SPARSE_ROWS | LOOM_PARAM_FLAG_NO_DECAY | sharded));
     }
     std::vector<int64_t> bottom = dlrm::parse_int_list(c.str("bottom_mlp"), "bottom_mlp");
     bottom.insert(bottom.begin(), dense_);
@@ -103,6 +108,22 @@ class Dlrm final : public loom::Model {
     at::Tensor weight, bias;
   };
 
+  // This rank's rows of a table drawn uniform in +-bound: the whole table drawn in pieces of at
+  // most 1M rows (the generator gives the same numbers as one draw), the others' rows dropped.
+  at::Tensor held_rows(int64_t rows, double bound, at::Generator& gen) const {
+    const loom::sparse_tables::RowRange mine = loom::sparse_tables::rows_held(rows, shard_);
+    if (mine.count() == rows) return at::empty({rows, embedding_dim_}).uniform_(-bound, bound, gen);
+    at::Tensor held = at::empty({mine.count(), embedding_dim_});
+    constexpr int64_t kPiece = int64_t{1} << 20;
+    for (int64_t r0 = 0; r0 < rows; r0 += kPiece) {
+      const int64_t n = std::min(kPiece, rows - r0);
+      const at::Tensor piece = at::empty({n, embedding_dim_}).uniform_(-bound, bound, gen);
+      const int64_t lo = std::max(r0, mine.begin), hi = std::min(r0 + n, mine.end);
+      if (lo < hi) held.narrow(0, lo - mine.begin, hi - lo).copy_(piece.narrow(0, lo - r0, hi - lo));
+    }
+    return held;
+  }
+
   std::vector<Linear> make_mlp(const std::string& prefix, const std::vector<int64_t>& widths, at::Generator& gen,
                                const at::Device& device) {
     std::vector<Linear> layers;
@@ -129,12 +150,22 @@ class Dlrm final : public loom::Model {
   at::Tensor forward_logits(const dlrm::CtrBatch& batch) {
     const at::Tensor x = run_mlp(bottom_, batch.dense, /*last_relu=*/true);  // [B, E]
     std::vector<at::Tensor> vectors{x};
-    for (size_t f = 0; f < tables_.size(); ++f) {
+    const int64_t mode = mean_pooling_ ? 1 : 0;  // at::embedding_bag: 0 sum, 1 mean
+    if (shard_.split()) {  // each rank's unique rows from their owners, pooled here
+      std::vector<at::Tensor> ids;
+      for (const auto& bag : batch.features) ids.push_back(bag.ids);
+      const auto looked_up = loom::sparse_tables::lookup(tables_, rows_, ids, shard_);
+      for (size_t f = 0; f < tables_.size(); ++f)
+        vectors.push_back(std::get<0>(at::embedding_bag(looked_up.rows[f], looked_up.inverse[f],
+                                                        batch.features[f].offsets, false, mode, /*sparse=*/false, {},
+                                                        /*include_last_offset=*/true)));
+    }
+    for (size_t f = 0; f < tables_.size() && !shard_.split(); ++f) {
       const auto& bag = batch.features[f];
-      // mode 0 sum, 1 mean; sparse = true: the table's gradient names only the rows used.
+      // sparse = true: the table's gradient names only the rows used.
       vectors.push_back(std::get<0>(at::embedding_bag(tables_[f], bag.ids, bag.offsets, /*scale_grad_by_freq=*/false,
-                                                      mean_pooling_ ? 1 : 0, /*sparse=*/true,
-                                                      /*per_sample_weights=*/{}, /*include_last_offset=*/true)));
+                                                      mode, /*sparse=*/true, /*per_sample_weights=*/{},
+                                                      /*include_last_offset=*/true)));
     }
     const at::Tensor t = at::stack(vectors, 1);                        // [B, F + 1, E]
     const at::Tensor dots = at::bmm(t, t.transpose(1, 2));             // [B, F + 1, F + 1]
@@ -143,6 +174,7 @@ class Dlrm final : public loom::Model {
   }
 
   int64_t dense_, embedding_dim_;
+  loom::sparse_tables::Group shard_;  // the ranks splitting the tables by rows (one: whole tables)
   bool mean_pooling_ = false;
   std::vector<int64_t> rows_;
   std::vector<at::Tensor> tables_;

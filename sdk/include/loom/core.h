@@ -68,7 +68,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 13
+#define LOOM_ABI_MINOR 14
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"
@@ -187,6 +187,14 @@ typedef struct loom_context {
      expert_parallel). size 1 (and rank 0) without it; a host older than 1.12 leaves both 0. */
   int32_t expert_parallel_rank;
   int32_t expert_parallel_size;
+  /* (ABI 1.14) Models only: this rank's place among the ranks that split the rows of every
+     sparse table ([distributed] sparse_tables = "row_sharded"): rank r of N holds rows
+     r * R / N .. (r + 1) * R / N - 1 of a table of R rows (integer division) and registers only
+     those, flagged LOOM_PARAM_FLAG_ROW_SHARD; lookups go to the rows' owners over
+     LOOM_COLLECTIVE_GROUP_SPARSE (loom/sparse_tables.hpp). size 1 (and rank 0) with replicated
+     tables; a host older than 1.14 leaves both 0: read 0 as 1. */
+  int32_t sparse_shard_rank;
+  int32_t sparse_shard_size;
 } loom_context;
 
 /* (ABI 1.8) Low-rank adapters (LoRA, Hu et al. 2021) a model adds to its linear layers: a layer
@@ -309,6 +317,7 @@ LOOM_ABI_OFFSET(loom_context, adapters, 7);
 LOOM_ABI_OFFSET_BYTES(loom_context, tensor_parallel_size, 68);
 LOOM_ABI_OFFSET_BYTES(loom_context, sequence_parallel_size, 76);
 LOOM_ABI_OFFSET_BYTES(loom_context, expert_parallel_size, 84);
+LOOM_ABI_OFFSET_BYTES(loom_context, sparse_shard_size, 92);
 LOOM_ABI_OFFSET(loom_adapter_spec, rank, 3);
 LOOM_ABI_OFFSET(loom_byte_writer, write, 2);
 

@@ -39,6 +39,13 @@ typedef struct loom_model loom_model; /* plugin-defined */
    after another, in expert order, so that each rank's run of them sits where one process's
    whole run does. Flag them at every E (the checkpoint layout is then the same at every E). */
 #define LOOM_PARAM_FLAG_EXPERT 16u
+/* (ABI 1.14) With LOOM_PARAM_FLAG_SPARSE_ROWS: this rank's rows of a sparse table split by rows
+   over loom_context.sparse_shard_size ranks (rows r * R / N .. (r + 1) * R / N - 1 of R), looked
+   up through loom/sparse_tables.hpp. The host then leaves the table's gradient on this rank
+   (the lookups already sent every rank's gradient rows to their owner) and counts the rows of
+   all ranks as the table. Set it exactly when sparse_shard_size > 1; the host refuses a row-
+   sharded run whose sparse tables lack it, and a replicated one whose tables carry it. */
+#define LOOM_PARAM_FLAG_ROW_SHARD 32u
 
 typedef struct loom_param_view {
   size_t struct_size;       /* set by the host to its sizeof; write only fields inside it */
@@ -96,7 +103,8 @@ typedef enum loom_collective_op {
 typedef enum loom_collective_group {
   LOOM_COLLECTIVE_GROUP_TENSOR = 0,  /* loom_context.tensor_parallel_size ranks */
   LOOM_COLLECTIVE_GROUP_SEQUENCE = 1, /* loom_context.sequence_parallel_size ranks */
-  LOOM_COLLECTIVE_GROUP_EXPERT = 2    /* (ABI 1.12) loom_context.expert_parallel_size ranks */
+  LOOM_COLLECTIVE_GROUP_EXPERT = 2,   /* (ABI 1.12) loom_context.expert_parallel_size ranks */
+  LOOM_COLLECTIVE_GROUP_SPARSE = 3    /* (ABI 1.14) loom_context.sparse_shard_size ranks */
 } loom_collective_group;
 
 typedef struct loom_collective_args {

@@ -144,6 +144,8 @@ struct Context {
   int32_t sequence_parallel_rank = 0, sequence_parallel_size = 1;
   // Models only (ABI 1.12): this rank's place in its expert-parallel group; size 1 without.
   int32_t expert_parallel_rank = 0, expert_parallel_size = 1;
+  // Models only (ABI 1.14): this rank's place among the ranks splitting sparse tables by rows.
+  int32_t sparse_shard_rank = 0, sparse_shard_size = 1;
 
   explicit Context(const loom_context* in) {
     const loom_context c = read_in(in);
@@ -165,6 +167,10 @@ struct Context {
     if (c.expert_parallel_size > 1) {  // 0 from a host older than 1.12 (read_in)
       expert_parallel_rank = c.expert_parallel_rank;
       expert_parallel_size = c.expert_parallel_size;
+    }
+    if (c.sparse_shard_size > 1) {  // 0 from a host older than 1.14 (read_in)
+      sparse_shard_rank = c.sparse_shard_rank;
+      sparse_shard_size = c.sparse_shard_size;
     }
     if (c.adapters != nullptr) {  // zero when the host is older than 1.8 (read_in)
       const loom_adapter_spec a = read_in(c.adapters);
