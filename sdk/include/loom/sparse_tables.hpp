@@ -81,16 +81,16 @@ struct ServeRows : torch::autograd::Function<ServeRows> {
     const at::Tensor &asked_table = saved[0], &asked_row = saved[1], &mine = saved[2];
     const std::vector<int64_t> rows = ctx->saved_data["rows"].toIntVector();
     const at::Tensor& grad = grads[0];  // [sum U, dim]
+    variable_list out(rows.size() + 3);  // nothing for the routes
+    if (!grad.defined()) return out;     // the rows were not used: no gradient to send
     at::Tensor send = at::zeros({asked_table.size(0), grad.size(1)}, grad.options());
     send.index_copy_(0, mine, grad);
     const at::Tensor got = all_to_all(send);  // [N * M, dim]: the gradient of every row this rank was asked for
-    variable_list out;
     for (size_t f = 0; f < rows.size(); ++f) {
       const at::Tensor slots = asked_table.eq(static_cast<int64_t>(f)).nonzero().squeeze(1);
-      out.push_back(at::sparse_coo_tensor(asked_row.index_select(0, slots).unsqueeze(0), got.index_select(0, slots),
-                                          {rows[f], grad.size(1)}));
+      out[f] = at::sparse_coo_tensor(asked_row.index_select(0, slots).unsqueeze(0), got.index_select(0, slots),
+                                     {rows[f], grad.size(1)});
     }
-    out.resize(rows.size() + 3);  // nothing for the routes
     return out;
   }
 };
