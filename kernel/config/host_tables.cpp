@@ -266,8 +266,9 @@ const HostTable<DistributedSettings>& distributed_table() {
               "the ranks sum each step's (row, value) gradient pairs) or \"row_sharded\" (rank r of N holds rows "
               "r R/N .. (r+1) R/N - 1 of each table of R rows and their optimizer state; each step sends the ids a "
               "rank looks up to their owners and the rows back, one all-to-all each way, and the gradient rows "
-              "back to the owners in backward). Models: dlrm. Row-sharded runs do not yet take [checkpoint], "
-              "[export], [eval_data] or [model] init_from, nor tensor, sequence or expert parallelism. README "
+              "back to the owners in backward). Models: dlrm. Checkpoints hold whole tables (gathered on rank 0) "
+              "and resume on either setting. Row-sharded runs do not yet take [export], [eval_data], [model] "
+              "init_from or a sharded save, nor tensor, sequence or expert parallelism. README "
               "\"Sharded embedding tables\".",
               {one_of({"replicated", "row_sharded"})})}};
   return table;

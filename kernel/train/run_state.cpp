@@ -20,7 +20,6 @@ namespace loom {
 namespace {
 
 constexpr int kMetadataVersion = 1;
-const std::string kSparseOptimizerPrefix = "sparse_optimizer/";
 const char* const kFrozenChecksumKey = "frozen_checksum";
 
 at::Tensor cpu_copy(const at::Tensor& t) {

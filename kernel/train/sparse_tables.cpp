@@ -67,8 +67,8 @@ void check_sparse_tables(const RunPlan& plan, int world_size) {
   std::string missing;
   if (d.tensor_parallel > 1 || d.sequence_parallel > 1 || d.expert_parallel > 1)
     missing = "tensor_parallel, sequence_parallel or expert_parallel > 1";
-  else if (plan.checkpoint_backend.component != nullptr)
-    missing = "[checkpoint] (rows would need gathering or per-rank parts)";
+  else if (plan.checkpoint_backend.component != nullptr && d.shard != "none")
+    missing = "[checkpoint] and shard = \"" + d.shard + "\" (a sharded save of row-sharded tables)";
   else if (plan.hf_export.enabled)
     missing = "[export]";
   else if (plan.eval_data.component != nullptr)
@@ -147,9 +147,19 @@ void SparseTables::collect(Communicator* comm) {
     weight.mutable_grad() = at::Tensor();  // the next step's backward starts a fresh sparse gradient
   }
   if (!row_sharded_) sum_sparse_rows(rows, values, comm);
+  // Row-sharded: a table any rank touched gets an entry everywhere (maybe without rows), so
+  // per-table counts (lazy_adam's steps) move as with replicated tables.
+  std::vector<bool> touched(tables_.size());
+  for (size_t i = 0; i < tables_.size(); ++i) touched[i] = rows[i].size(0) > 0;
+  if (row_sharded_ && comm != nullptr && !tables_.empty()) {
+    at::Tensor flags = at::empty({static_cast<int64_t>(tables_.size())}, at::kInt);
+    for (size_t i = 0; i < tables_.size(); ++i) flags[static_cast<int64_t>(i)] = touched[i] ? 1 : 0;
+    comm->allreduce_max(flags);
+    for (size_t i = 0; i < tables_.size(); ++i) touched[i] = flags[static_cast<int64_t>(i)].item<int32_t>() != 0;
+  }
   grads_.clear();
   for (size_t i = 0; i < tables_.size(); ++i)
-    if (rows[i].size(0) > 0) grads_.push_back({i, rows[i], values[i]});
+    if (touched[i]) grads_.push_back({i, rows[i], values[i]});
   comm_ = comm;
 }
 

@@ -66,6 +66,7 @@ class SparseTables {
 
   bool empty() const { return tables_.empty(); }
   bool row_sharded() const { return row_sharded_; }
+  const std::vector<ModelParam>& tables() const { return tables_; }
   // The ABI view handed to the [sparse_optimizer] (no dense groups); valid as long as this object.
   const loom_param_groups& abi() const { return abi_groups_; }
   int64_t numel() const;

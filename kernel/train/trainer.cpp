@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "base/failure.hpp"
 #include "base/signals.hpp"
 #include "checkpoint/sharded_checkpoint.hpp"
 #include "train/cuda_probe.hpp"
 #include "train/device.hpp"
+#include "train/sparse_table_rows.hpp"
 #include "train/trainer_loop.hpp"
 
 namespace loom {
@@ -91,6 +93,13 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   }
   evaluator_ = build_evaluator(plan, *p_, device_, comm_.get());
   checkpoints_ = build_checkpoints(plan, *p_, run_dir);
+  if (checkpoints_ && p_->sparse.row_sharded() && p_->sparse_optimizer && p_->sparse_optimizer->component().plugin &&
+      p_->sparse_optimizer->component().plugin->abi_minor < 14 && !p_->sparse_optimizer->state().empty())
+    throw usage_failure("[distributed] sparse_tables = \"row_sharded\" with [checkpoint]: sparse optimizer " +
+                        p_->sparse_optimizer->component().name + " was built against Loom ABI 1." +
+                        std::to_string(p_->sparse_optimizer->component().plugin->abi_minor) +
+                        ", before per-row state could be declared (add_row_state), so only rank 0's rows of its "
+                        "state would be saved; rebuild it against this SDK or use sparse_tables = \"replicated\"");
   // World rank 0 writes; under tensor or expert parallelism the rest of its group gathers with it.
   if (plan.hf_export.enabled && (env.rank == 0 || (tensor_parallel_ && rank() == 0) || (experts_ && env.rank < experts)))
     exporter_ = std::make_unique<PeriodicExport>(plan.hf_export, run_dir, p_->model, plan.lora);
@@ -254,6 +263,7 @@ void Trainer::restore(const std::filesystem::path& path, Restore mode) {
     loaded = cut_into_pieces(loaded, *p_, tensor_parallel_->mesh().tensor_rank(), tensor_parallel_->mesh().tensor,
                              path.string());
   if (experts_) loaded = experts_->cut(std::move(loaded), path.string());  // every expert there: this rank's
+  if (p_->sparse.row_sharded()) cut_table_rows(loaded, *p_, mesh_.rank, mesh_.world_size, path.string());
   const RestoredRun restored = read_restored_run(loaded, path.string());
   if (mode == Restore::resume) {
     for (const auto& change :
@@ -383,6 +393,11 @@ void Trainer::save() {
       part_dir = tensor_folder_name(mesh_.tensor_rank()) + "/" + rank_folder_name(rank());
     }
     checkpoints_->save_part(std::move(part), *group, timeout, part_dir);
+  } else if (p_->sparse.row_sharded()) {  // every rank sends its rows to rank 0, which writes
+    std::optional<Snapshot> snapshot;
+    if (rank() == 0) snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
+    gather_table_rows(snapshot ? &*snapshot : nullptr, *p_, *world());
+    if (snapshot) checkpoints_->save(std::move(*snapshot));
   } else if (rank() == 0 || (experts_ && mesh_.rank < plan_.distributed.expert_parallel)) {
     // under tensor or expert parallelism, rank 0's whole group puts its pieces together
     Snapshot snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);

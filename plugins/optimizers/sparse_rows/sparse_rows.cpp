@@ -44,7 +44,7 @@ class RowwiseAdagrad final : public loom::SparseOptimizer {
     for (size_t t = 0; t < tables_.size(); ++t) {
       const at::Tensor& w = tables_[t].weight;
       sum_.push_back(at::full({w.size(0)}, initial, w.options().dtype(at::kFloat)));
-      add_state("sum." + std::to_string(t), sum_.back());
+      add_row_state("sum." + std::to_string(t), t, sum_.back());
     }
   }
 
@@ -84,8 +84,8 @@ class LazyAdam final : public loom::SparseOptimizer {
     for (size_t t = 0; t < tables_.size(); ++t) {
       const at::Tensor& w = tables_[t].weight;
       State s{at::zeros_like(w), at::zeros_like(w), at::zeros({}, at::kLong)};
-      add_state("exp_avg." + std::to_string(t), s.exp_avg);
-      add_state("exp_avg_sq." + std::to_string(t), s.exp_avg_sq);
+      add_row_state("exp_avg." + std::to_string(t), t, s.exp_avg);
+      add_row_state("exp_avg_sq." + std::to_string(t), t, s.exp_avg_sq);
       add_state("step." + std::to_string(t), s.steps);
       state_.push_back(s);
     }

@@ -96,7 +96,9 @@ typedef struct loom_state_tensor {
   /* ABI 1.5. out; the host sets -1 first. The index of the group whose params this tensor
      follows element for element (1-D, the same numel), e.g. Adam's moments. Such state is
      sharded with the group and resharded on resume; any other state must hold the same
-     values on every rank (a step count) and is saved once. */
+     values on every rank (a step count) and is saved once. (ABI 1.14) For a
+     [sparse_optimizer], which has no dense groups, it names the sparse table whose rows dim 0
+     follows (per-row state, gathered and cut by rows when the tables are row-sharded). */
   int64_t elementwise_group;
 } loom_state_tensor;
 

@@ -85,7 +85,7 @@ class Optimizer {
 // (ABI 1.7) For [sparse_optimizer]: updates only the rows each step touched of the model's
 // tables flagged LOOM_PARAM_FLAG_SPARSE_ROWS, keeping the rows it was not given bit-identical.
 // The constructor takes (const Config&, const Context&, Tables). Per-row state goes to
-// add_state (the same on every rank: every rank gets the same summed rows).
+// add_row_state (ABI 1.14), any other state to add_state (the same on every rank).
 class SparseOptimizer : public Optimizer {
  public:
   struct Table {
@@ -103,12 +103,23 @@ class SparseOptimizer : public Optimizer {
       throw Error("a sparse optimizer updates the model's sparse tables: name it in [sparse_optimizer], not "
                   "[optimizer]");
   }
+  // `rows` holds no entries in grads for a table whose rows no rank touched; with row-sharded
+  // tables an entry may have no rows when only other ranks touched the table this step.
   virtual void sparse_step(double lr, int64_t step, const std::vector<RowGrad>& grads) = 0;
   // The host never calls the dense step of a [sparse_optimizer].
   void step(double, int64_t) final { throw Error("a sparse optimizer has no dense step"); }
 
  protected:
   Tables tables_;
+
+  // (ABI 1.14) State whose dim 0 follows table `table`'s rows (an accumulator, moments): with
+  // row-sharded tables each rank holds it for its rows, and checkpoints put the rows of every
+  // rank together (one process's layout) and cut them apart again at resume, at any rank count.
+  // Declared through loom_state_tensor.elementwise_group = table. A host older than 1.14
+  // reads it as whole-tensor state, as add_state declares it.
+  void add_row_state(std::string name, size_t table, at::Tensor t) {
+    add_elementwise_state(std::move(name), table, std::move(t));
+  }
 };
 
 template <class T>
