@@ -8,6 +8,7 @@
 namespace loom {
 
 at::Tensor CommunicatorCollectives::all_reduce(const at::Tensor& x, bool max) {
+  sent_bytes_ += static_cast<int64_t>(x.nbytes()) * (group_.world_size() - 1);
   at::Tensor out = x.clone();
   if (max) group_.allreduce_max(out);
   else group_.allreduce_sum(out);
@@ -21,6 +22,7 @@ at::Tensor CommunicatorCollectives::all_gather(const at::Tensor& x) {
   shape[0] = rows * group_.world_size();
   at::Tensor out = at::empty(shape, x.options());
   out.narrow(0, group_.rank() * rows, rows).copy_(x);
+  sent_bytes_ += static_cast<int64_t>(x.nbytes()) * (group_.world_size() - 1);
   group_.allgather_chunks(out);
   return out;
 }
@@ -32,6 +34,7 @@ at::Tensor CommunicatorCollectives::all_to_all(const at::Tensor& x) {
                           std::to_string(group_.world_size()) + " ranks divide");
   const at::Tensor in = x.contiguous();
   at::Tensor out = at::empty_like(in);
+  sent_bytes_ += static_cast<int64_t>(in.nbytes()) / group_.world_size() * (group_.world_size() - 1);
   group_.all_to_all(in, out);
   return out;
 }

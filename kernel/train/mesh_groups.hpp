@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <utility>
 
 #include "abi/tensor_parallel_collective.hpp"
 #include "dist/communicator.hpp"
@@ -29,9 +30,13 @@ class CommunicatorCollectives final : public GroupCollectives {
   at::Tensor all_reduce(const at::Tensor& x, bool max) override;
   at::Tensor all_gather(const at::Tensor& x) override;
   at::Tensor all_to_all(const at::Tensor& x) override;
+  // Bytes this rank has handed to the others since the last call (all-to-all chunks for other
+  // ranks, all-reduce and all-gather inputs once per other rank): what the model's collectives cost.
+  int64_t take_sent_bytes() { return std::exchange(sent_bytes_, 0); }
 
  private:
   Communicator& group_;
+  int64_t sent_bytes_ = 0;
 };
 
 // Throws a usage Failure naming [distributed] expert_parallel when it does not divide the world

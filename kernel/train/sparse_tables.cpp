@@ -35,8 +35,10 @@ void coalesce_rows(at::Tensor& rows, at::Tensor& values) {
 
 // Per table: sums every rank's (rows, values) pairs (rows int64 [n], values [n, dim]; n may
 // differ by rank) into unique ascending rows with summed values, identical on every rank.
-void sum_sparse_rows(std::vector<at::Tensor>& rows, std::vector<at::Tensor>& values, Communicator* comm) {
-  if (comm == nullptr || comm->world_size() == 1 || rows.empty()) return;
+// Returns the bytes this rank sent (its pairs, to every other rank).
+int64_t sum_sparse_rows(std::vector<at::Tensor>& rows, std::vector<at::Tensor>& values, Communicator* comm) {
+  if (comm == nullptr || comm->world_size() == 1 || rows.empty()) return 0;
+  int64_t sent = 0;
   // One ragged all-gather for every table of one width: each pair travels as a row of
   // (table, row, values...) in fp64 (exact for row numbers below 2^53).
   std::map<int64_t, std::vector<size_t>> by_width;
@@ -47,7 +49,9 @@ void sum_sparse_rows(std::vector<at::Tensor>& rows, std::vector<at::Tensor>& val
       packed.push_back(at::cat({at::full({rows[t].size(0), 1}, static_cast<double>(t), at::kDouble),
                                 rows[t].to(at::kCPU, at::kDouble).unsqueeze(1), values[t].to(at::kCPU, at::kDouble)},
                                1));
-    const at::Tensor all = comm->allgather_rows(at::cat(packed));
+    const at::Tensor own = at::cat(packed);
+    sent += static_cast<int64_t>(own.nbytes()) * (comm->world_size() - 1);
+    const at::Tensor all = comm->allgather_rows(own);
     const at::Tensor table_of = all.select(1, 0);
     for (size_t t : tables) {
       const at::Tensor mine = all.index({table_of.eq(static_cast<double>(t))});
@@ -56,6 +60,7 @@ void sum_sparse_rows(std::vector<at::Tensor>& rows, std::vector<at::Tensor>& val
       coalesce_rows(rows[t], values[t]);
     }
   }
+  return sent;
 }
 
 }  // namespace
@@ -146,7 +151,7 @@ void SparseTables::collect(Communicator* comm) {
     }
     weight.mutable_grad() = at::Tensor();  // the next step's backward starts a fresh sparse gradient
   }
-  if (!row_sharded_) sum_sparse_rows(rows, values, comm);
+  if (!row_sharded_) sent_bytes_ += sum_sparse_rows(rows, values, comm);
   // Row-sharded: a table any rank touched gets an entry everywhere (maybe without rows), so
   // per-table counts (lazy_adam's steps) move as with replicated tables.
   std::vector<bool> touched(tables_.size());

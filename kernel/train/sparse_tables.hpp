@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "abi/compute_components.hpp"
@@ -49,6 +50,8 @@ class SparseShardGroup {
   SparseShardGroup(const SparseShardGroup&) = delete;
   SparseShardGroup& operator=(const SparseShardGroup&) = delete;
   Communicator& comm() { return *comm_; }
+  // Bytes the model's lookups sent to the other ranks since the last call.
+  int64_t take_sent_bytes() { return calls_->take_sent_bytes(); }
 
  private:
   std::unique_ptr<Communicator> comm_;
@@ -81,6 +84,8 @@ class SparseTables {
   void scale(const at::Tensor& factor);
   // Rows the step touched, summed over tables (after collect).
   int64_t rows_touched() const;
+  // Replicated: the bytes of (row, value) pairs this rank sent to the others since the last call.
+  int64_t take_sent_bytes() { return std::exchange(sent_bytes_, 0); }
   const std::vector<OptimizerInstance::SparseGrad>& grads() const { return grads_; }
 
  private:
@@ -91,6 +96,7 @@ class SparseTables {
   std::vector<OptimizerInstance::SparseGrad> grads_;
   bool row_sharded_ = false;
   Communicator* comm_ = nullptr;  // the last collect's, for the row-sharded norm
+  int64_t sent_bytes_ = 0;
 };
 
 }  // namespace loom

@@ -347,6 +347,10 @@ bool Trainer::log() {
   if (comm_) metrics.emplace_back("buckets_started_in_backward", overlap_sum_ / static_cast<double>(window_steps));
   overlap_sum_ = 0;
   if (summary_.skipped_steps > 0) metrics.emplace_back("skipped_steps", static_cast<double>(summary_.skipped_steps));
+  if (!p_->sparse.empty() && world_size() > 1) {  // what the sparse tables cost the network a step
+    const int64_t sent = p_->sparse.take_sent_bytes() + (sparse_group_ ? sparse_group_->take_sent_bytes() : 0);
+    metrics.emplace_back("sparse_sent_mib", static_cast<double>(sent) / (1 << 20) / static_cast<double>(window_steps));
+  }
   if (const int64_t peak = cuda_peak_allocated_bytes(device_); peak >= 0)  // torch.cuda.max_memory_allocated
     metrics.emplace_back("gpu_peak_gib", static_cast<double>(peak) / (1LL << 30));
   const MetricList reported = model_metrics_.finish(comm_.get(), window_steps);
