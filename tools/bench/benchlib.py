@@ -130,13 +130,21 @@ def machine():
     }
 
 
-def write_json(path, data):
+def write_json(path, data, merge=False):
+    """Writes data as JSON. merge: the keys of an existing file that data lacks stay (a run of one
+    section of a benchmark leaves the other sections' numbers alone)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    data["machine"]["loadavg_end"] = os.getloadavg()[0]
+    if "machine" in data:
+        data["machine"]["loadavg_end"] = os.getloadavg()[0]
+    out = data
+    if merge and os.path.exists(path):
+        with open(path) as f:
+            out = json.load(f)
+        out.update(data)
     with open(path, "w") as f:
-        json.dump(data, f, indent=2)
+        json.dump(out, f, indent=2)
         f.write("\n")
-    log(f"wrote {path}")
+    log(f"wrote {path}" + (f" ({', '.join(data)} replaced, the rest kept)" if out is not data else ""))
 
 
 def table(rows, header):

@@ -11,9 +11,10 @@
 // shard's sparse gradient. Pooling (sum, mean) then runs where the batch is, on the unique
 // rows (at::embedding_bag over them with the inverse indices), so only unique rows travel.
 //
-// The messages to each rank differ in length; the all-to-all moves equal chunks, so the counts
-// travel first and every chunk is padded to the group's largest. On a GPU the counts are read
-// on the host (one wait per step). Everything here is the plain lookup for a group of one.
+// The messages to each rank differ in length; the all-to-all moves equal chunks, so a small
+// all-reduce first finds the largest, every chunk is padded to it, and padding asks for row -1.
+// On a GPU that size is read on the host (one wait per step). For a group of one this is a plain
+// lookup with a sparse gradient.
 #pragma once
 
 #include <loom/model.hpp>
@@ -53,13 +54,9 @@ inline at::Tensor all_to_all(const at::Tensor& x) {
   return tensor_parallel::collective(LOOM_COLLECTIVE_ALL_TO_ALL, x, LOOM_COLLECTIVE_GROUP_SPARSE);
 }
 
-// Who asked this rank for what, and where this rank's own requests sit in the exchange.
-struct Routes {
-  at::Tensor asked_table, asked_row;  // [N * M]: (table, row within this rank's share) asked; -1 where padding
-  at::Tensor mine;                    // [sum U]: each unique id's slot in the [N * M] exchange
-};
-
 // The rows of the tables' shards asked for, answered, and the answers' gradient sent back.
+// asked_table, asked_row: [N * M], what each rank asked this one for (table, row within this
+// rank's share; -1 in padding); mine: [sum U], the slot of each of this rank's own requests.
 struct ServeRows : torch::autograd::Function<ServeRows> {
   static at::Tensor forward(AutogradContext* ctx, at::TensorList shards, const at::Tensor& asked_table,
                             const at::Tensor& asked_row, const at::Tensor& mine) {
