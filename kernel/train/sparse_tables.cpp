@@ -138,9 +138,11 @@ void SparseTables::collect(Communicator* comm) {
     at::Tensor& weight = *tables_[i].tensor;
     const at::Tensor grad = weight.mutable_grad();
     if (grad.defined() && grad.is_sparse()) {
-      const at::Tensor g = grad.coalesce();
+      // Row-sharded, a row's entries are the ranks' gradients for it: summed in fp64 and rounded
+      // once, as the replicated exchange sums them, so both settings take the same steps.
+      const at::Tensor g = row_sharded_ ? grad.to(at::kDouble).coalesce() : grad.coalesce();
       rows[i] = g._indices().select(0, 0).contiguous();
-      values[i] = g._values().contiguous();
+      values[i] = g._values().to(weight.scalar_type()).contiguous();
     } else if (grad.defined()) {
       throw runtime_failure("sparse table \"" + tables_[i].name +
                             "\" received a dense gradient: the model must read it only through lookups with sparse "
