@@ -36,9 +36,13 @@ struct ChunkedLinearCrossEntropy : torch::autograd::Function<ChunkedLinearCrossE
       if (!want_grads) continue;
       // d(-log p_t)/d logits = softmax - one_hot(t). The target's entry, p_t - 1, is formed in
       // fp32 and rounded once; rows that do not count are zeroed on the (n, C) side.
-      at::Tensor grad_logits;  // in place in fp32: no new (n, V) block
-      if (dtype == at::kFloat) grad_logits = log_probs.exp_();
-      else at::exp_out(grad_logits = at::empty_like(log_probs, dtype), log_probs);
+      at::Tensor grad_logits;
+      if (dtype == at::kFloat) {
+        grad_logits = log_probs.exp_();  // in place: no new (n, V) block
+      } else {
+        grad_logits = at::empty_like(log_probs, dtype);
+        at::exp_out(grad_logits, log_probs);  // one pass: read fp32, write the compute dtype
+      }
       log_probs.reset();
       grad_logits.scatter_(1, index, (picked.exp() - 1.0).to(dtype));
       const at::Tensor keep = counted.unsqueeze(1).to(dtype);                        // (n, 1)
