@@ -120,11 +120,13 @@ std::set<std::string> regular_files_in(const fs::path& dir) {
   return files;
 }
 
-int64_t bounded_count(const nlohmann::json& value, const char* what) {
+// A count from a file someone handed over. Only JSON integers qualify: nlohmann converts a
+// float such as 1e30 to an integer type without a range check (undefined behaviour).
+int64_t bounded_count(const nlohmann::json& value, const std::string& what) {
   const bool fits = value.is_number_integer() && (!value.is_number_unsigned() || value.get<uint64_t>() <= uint64_t(kMaxStep));
   const int64_t v = fits ? value.get<int64_t>() : -1;
   if (v < 0 || v > kMaxStep)
-    throw std::runtime_error(std::string("its ") + what + " is " + value.dump() + ", not a count from 0 to 2^53");
+    throw std::runtime_error(what + " is " + value.dump().substr(0, 64) + ", not a count from 0 to 2^53");
   return v;
 }
 
@@ -218,7 +220,7 @@ std::optional<int64_t> verify_checkpoint(const fs::path& dir, std::string* why) 
     if (!version.is_number_integer() || version.get<int64_t>() < 1 || version.get<int64_t>() > kIndexVersion)
       throw std::runtime_error("index version " + version.dump() + " is not one this host reads (1 to " +
                                std::to_string(kIndexVersion) + "); a newer Loom wrote it?");
-    const int64_t step = bounded_count(index.at("step"), "step");
+    const int64_t step = bounded_count(index.at("step"), "its step");
     if (const auto named = checkpoint_step_of(dir); named && *named != step)
       throw std::runtime_error("the index says step " + std::to_string(step) + " but the folder is " +
                                dir.filename().string());
@@ -236,7 +238,7 @@ std::optional<int64_t> verify_checkpoint(const fs::path& dir, std::string* why) 
           throw std::runtime_error(name + " is not a regular file of the folder");
         throw std::runtime_error(name + " is missing");
       }
-      const uint64_t declared = file.at("bytes").get<uint64_t>();
+      const auto declared = static_cast<uint64_t>(bounded_count(file.at("bytes"), "the byte count of " + name));
       const FileDigest d = digest(dir / relative, declared);
       if (d.bytes != declared)
         throw std::runtime_error(name + " has " + (d.bytes > declared ? "more than " : "") + std::to_string(d.bytes) +

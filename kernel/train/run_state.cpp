@@ -15,6 +15,7 @@
 #include "base/failure.hpp"
 #include "checkpoint/checkpoint_index.hpp"
 #include "checkpoint/sharded_checkpoint.hpp"
+#include "checkpoint/tensor_pieces.hpp"
 
 namespace loom {
 namespace {
@@ -200,13 +201,15 @@ RestoredRun read_restored_run(const LoadedCheckpoint& loaded, const std::string&
   try {
     const nlohmann::json m = nlohmann::json::parse(loaded.metadata_json);
     if (m.at("format") != "loom-checkpoint") throw std::runtime_error("not a Loom checkpoint");
-    if (m.at("version").get<int>() > kMetadataVersion)
+    // json_integer refuses floats: nlohmann would convert 1e30 to an int unchecked.
+    if (json_integer(m.at("version"), "the metadata version") > kMetadataVersion)
       throw std::runtime_error("written by a newer Loom (metadata version " + m.at("version").dump() + ")");
-    out.step = m.at("step").get<int64_t>();
-    out.tokens = m.at("tokens").get<int64_t>();
-    out.epoch = m.value("epoch", int64_t{0});  // checkpoints from before epochs: 0
+    out.step = json_integer(m.at("step"), "the step");
+    out.tokens = json_integer(m.at("tokens"), "the token count");
+    out.epoch = m.contains("epoch") ? json_integer(m.at("epoch"), "the epoch") : 0;  // checkpoints from before epochs: 0
+    if (!m.at("elapsed_s").is_number()) throw std::runtime_error("elapsed_s is not a number");
     out.elapsed_s = m.at("elapsed_s").get<double>();
-    out.world_size = m.at("world_size").get<int>();
+    const int64_t world_size = json_integer(m.at("world_size"), "the world size");
     out.resolved_manifest = m.at("manifest").get<std::string>();
     // Counters from a file someone handed over: in range, and the step the folder says.
     constexpr int64_t kMaxCount = int64_t(1) << 53;
@@ -214,7 +217,8 @@ RestoredRun read_restored_run(const LoadedCheckpoint& loaded, const std::string&
     if (out.tokens < 0 || out.tokens > kMaxCount) throw std::runtime_error("token count " + std::to_string(out.tokens) + " is out of range");
     if (out.epoch < 0 || out.epoch > kMaxCount) throw std::runtime_error("epoch " + std::to_string(out.epoch) + " is out of range");
     if (!std::isfinite(out.elapsed_s) || out.elapsed_s < 0) throw std::runtime_error("elapsed time " + m.at("elapsed_s").dump() + " is not a time");
-    if (out.world_size < 1 || out.world_size > 65536) throw std::runtime_error("world size " + std::to_string(out.world_size) + " is out of range");
+    if (world_size < 1 || world_size > 65536) throw std::runtime_error("world size " + std::to_string(world_size) + " is out of range");
+    out.world_size = static_cast<int>(world_size);
     if (const auto named = checkpoint_step_of(origin); named && *named != out.step)
       throw std::runtime_error("it says step " + std::to_string(out.step) + " but its folder is step-" + std::to_string(*named));
   } catch (const std::exception& e) {
