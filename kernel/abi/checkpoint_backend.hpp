@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,8 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;  // contig
 struct LoadedCheckpoint {
   std::map<std::string, at::Tensor> tensors;  // copies owned by the host
   std::string metadata_json;
+  // Row-split tables read as one rank's rows only (checkpoint/row_parts.hpp RowWindow).
+  std::set<std::string> rows_windowed;
 };
 
 class CheckpointBackendInstance : public Instance<loom_checkpoint_vtable, loom_checkpoint> {

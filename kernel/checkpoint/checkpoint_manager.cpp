@@ -86,14 +86,14 @@ std::optional<fs::path> newest_valid_checkpoint(const fs::path& dir, bool quiet)
   return std::nullopt;
 }
 
-LoadedCheckpoint CheckpointManager::load(const fs::path& checkpoint) {
+LoadedCheckpoint CheckpointManager::load(const fs::path& checkpoint, std::optional<RowWindow> window) {
   const CheckpointBackendRecord record = read_checkpoint_backend(checkpoint);
-  if (record.use == backend_.component().name) return read_checkpoint(backend_, checkpoint);
+  if (record.use == backend_.component().name) return read_checkpoint(backend_, checkpoint, window);
   // Written by another backend (the manifest swapped it): read with that one, write with ours.
   auto reader = open_backend(record, registry_, checkpoint);
   spdlog::info("reading {} with backend {} (it wrote it); new checkpoints use {}", checkpoint.string(), record.use,
                backend_.component().name);
-  return read_checkpoint(*reader, checkpoint);
+  return read_checkpoint(*reader, checkpoint, window);
 }
 
 void CheckpointManager::save(Snapshot snapshot) {

@@ -24,6 +24,7 @@
 #include "abi/checkpoint_backend.hpp"
 #include "abi/registry.hpp"
 #include "checkpoint/checkpoint_settings.hpp"
+#include "checkpoint/row_parts.hpp"
 #include "checkpoint/snapshot.hpp"
 #include "dist/communicator.hpp"
 
@@ -42,7 +43,8 @@ class CheckpointManager {
   std::optional<std::filesystem::path> find_resume();
   // The newest valid checkpoint in the directory, whatever settings.resume says.
   std::optional<std::filesystem::path> find_latest();
-  LoadedCheckpoint load(const std::filesystem::path& checkpoint);
+  // With a window: tables split by rows come back as that rank's rows (row_parts.hpp).
+  LoadedCheckpoint load(const std::filesystem::path& checkpoint, std::optional<RowWindow> window = std::nullopt);
 
   // Whether the interval asks for a save after this step.
   bool due(int64_t step) const { return settings_.every > 0 && step % settings_.every == 0; }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/failure.hpp"
+#include "checkpoint/row_parts.hpp"
 #include "checkpoint/tensor_pieces.hpp"
 
 namespace fs = std::filesystem;
@@ -53,7 +54,8 @@ bool is_sharded_checkpoint(const fs::path& dir) {
 namespace {
 
 // The parts of one sharded save (rank-<R> folders in dir), as whole tensors.
-LoadedCheckpoint read_parts(CheckpointBackendInstance& backend, const fs::path& dir) {
+LoadedCheckpoint read_parts(CheckpointBackendInstance& backend, const fs::path& dir,
+                            std::optional<RowWindow> window) {
   LoadedCheckpoint out = backend.load(inner_folder(dir, rank_folder_name(0)).string());
   const std::string origin = dir.string();
   try {
@@ -73,6 +75,7 @@ LoadedCheckpoint read_parts(CheckpointBackendInstance& backend, const fs::path& 
       if (index < 0 || elementwise[name] >= groups.size())
         throw std::runtime_error("state \"" + name + "\" follows group " + group.dump());
     }
+    RowPartJoin rows(layout, world, window);
     // Every rank's part, in rank order: its slices must continue where the last rank's ended,
     // and its tensors must be exactly as long. Nothing whole is allocated before they tile.
     std::vector<LoadedCheckpoint> parts(static_cast<size_t>(world));
@@ -80,6 +83,7 @@ LoadedCheckpoint read_parts(CheckpointBackendInstance& backend, const fs::path& 
     std::map<std::string, std::vector<at::Tensor>> state_slices;
     std::vector<int64_t> next_start(groups.size(), 0);
     for (int rank = 0; rank < world; ++rank) {
+      if (rank != 0 && groups.empty() && !rows.needs_part(rank)) continue;  // none of the rows asked for
       const fs::path folder = inner_folder(dir, rank_folder_name(rank));
       LoadedCheckpoint& part = rank == 0 ? out : parts[static_cast<size_t>(rank)];
       if (rank != 0) part = backend.load(folder.string());
@@ -87,6 +91,7 @@ LoadedCheckpoint read_parts(CheckpointBackendInstance& backend, const fs::path& 
       if (json_integer(info.at("rank"), "a part's rank") != rank) throw std::runtime_error(folder.string() + " holds another rank's part");
       const auto& slices = info.at("slices");
       if (slices.size() != groups.size()) throw std::runtime_error(folder.string() + ": slices for another layout");
+      rows.take(part, info, rank, folder.string());
       const auto take = [&](const std::string& key, size_t g, int64_t length) {
         auto it = part.tensors.find(key);
         if (it == part.tensors.end()) throw std::runtime_error(folder.string() + " has no " + key);
@@ -115,6 +120,7 @@ LoadedCheckpoint read_parts(CheckpointBackendInstance& backend, const fs::path& 
                                  std::to_string(next_start[g]) + " of " + std::to_string(groups[g].numel) + " elements");
     for (auto it = out.tensors.begin(); it != out.tensors.end();)  // the slices are put together below
       it = it->first.rfind("shard/", 0) == 0 ? out.tensors.erase(it) : std::next(it);
+    rows.finish(out);
     for (size_t g = 0; g < groups.size(); ++g) {
       const at::Tensor whole = at::cat(param_slices[g]);
       param_slices[g].clear();
@@ -144,7 +150,7 @@ LoadedCheckpoint read_parts(CheckpointBackendInstance& backend, const fs::path& 
 
 // The T sets of parts of a tensor-parallel run, each its tensor rank's pieces, joined.
 LoadedCheckpoint read_tensor_parallel(CheckpointBackendInstance& backend, const fs::path& dir) {
-  std::vector<LoadedCheckpoint> sets{read_parts(backend, inner_folder(dir, tensor_folder_name(0)))};
+  std::vector<LoadedCheckpoint> sets{read_parts(backend, inner_folder(dir, tensor_folder_name(0)), std::nullopt)};
   LoadedCheckpoint out = sets.front();
   try {
     nlohmann::json metadata = nlohmann::json::parse(out.metadata_json);
@@ -155,7 +161,7 @@ LoadedCheckpoint read_tensor_parallel(CheckpointBackendInstance& backend, const 
     if (fs::exists(dir / tensor_folder_name(static_cast<int>(size)), ec) || fs::is_symlink(dir / tensor_folder_name(static_cast<int>(size)), ec))
       throw std::runtime_error("it holds more than the " + std::to_string(size) + " tensor folders its metadata names");
     for (int t = 1; t < size; ++t) {
-      sets.push_back(read_parts(backend, inner_folder(dir, tensor_folder_name(t))));
+      sets.push_back(read_parts(backend, inner_folder(dir, tensor_folder_name(t)), std::nullopt));
       const nlohmann::json mine = nlohmann::json::parse(sets.back().metadata_json).at("tensor_parallel");
       if (json_integer(mine.at("rank"), "tensor_parallel rank") != t || json_integer(mine.at("size"), "tensor_parallel size") != size)
         throw std::runtime_error(tensor_folder_name(t) + " holds another tensor rank's parts");
@@ -183,12 +189,13 @@ std::string tensor_folder_name(int tensor_rank) {
   return name;
 }
 
-LoadedCheckpoint read_checkpoint(CheckpointBackendInstance& backend, const fs::path& dir) {
+LoadedCheckpoint read_checkpoint(CheckpointBackendInstance& backend, const fs::path& dir,
+                                 std::optional<RowWindow> window) {
   std::error_code ec;
   if (fs::is_directory(dir / tensor_folder_name(0), ec) || fs::is_symlink(dir / tensor_folder_name(0), ec))
     return read_tensor_parallel(backend, dir);
   if (!is_sharded_checkpoint(dir)) return backend.load(dir.string());
-  return read_parts(backend, dir);
+  return read_parts(backend, dir, window);
 }
 
 }  // namespace loom

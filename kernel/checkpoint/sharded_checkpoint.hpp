@@ -10,6 +10,7 @@
 // "numel", "segments": [[name, offset, numel, [shape...]], ...]}], "elementwise": {state name:
 // group}}. Every rank's metadata, key "part": {"rank", "slices": [[start, length] per group]}.
 // Tensors in a part: shard/params.<group> and shard/optimizer/<state> (elementwise state).
+// Tables split by rows (sparse_tables = "row_sharded") add "rows" to both: row_parts.hpp.
 //
 // A tensor-parallel run ([distributed] tensor_parallel = T) with a shard mode writes one such
 // set per tensor rank, tensor-<t>/rank-<R>/, each over its own pieces; every part's metadata
@@ -18,9 +19,11 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "abi/checkpoint_backend.hpp"
+#include "checkpoint/row_parts.hpp"
 
 namespace loom {
 
@@ -38,7 +41,9 @@ bool is_sharded_checkpoint(const std::filesystem::path& dir);
 
 // The checkpoint in dir as whole tensors, sharded or not. Every slice is checked against the
 // layout (bounds, dtype, coverage) before it is copied; throws a runtime Failure naming the
-// file and what does not fit.
-LoadedCheckpoint read_checkpoint(CheckpointBackendInstance& backend, const std::filesystem::path& dir);
+// file and what does not fit. With a window, tables split by rows come back as that window's
+// rows only (named in rows_windowed), and parts holding none of them are not read.
+LoadedCheckpoint read_checkpoint(CheckpointBackendInstance& backend, const std::filesystem::path& dir,
+                                 std::optional<RowWindow> window = std::nullopt);
 
 }  // namespace loom

@@ -266,10 +266,10 @@ const HostTable<DistributedSettings>& distributed_table() {
               "the ranks sum each step's (row, value) gradient pairs) or \"row_sharded\" (rank r of N holds rows "
               "r R/N .. (r+1) R/N - 1 of each table of R rows and their optimizer state; each step sends the ids a "
               "rank looks up to their owners and the rows back, one all-to-all each way, and the gradient rows "
-              "back to the owners in backward). Models: dlrm. Checkpoints hold whole tables (gathered on rank 0) "
-              "and resume on either setting. Row-sharded runs do not yet take [export], [eval_data], [model] "
-              "init_from or a sharded save, nor tensor, sequence or expert parallelism. README "
-              "\"Sharded embedding tables\".",
+              "back to the owners in backward). Models: dlrm. Each rank writes its rows into its part of a "
+              "checkpoint; checkpoints resume on either setting and at any rank count; evaluation runs on every "
+              "rank together. Row-sharded runs do not yet take [export], [model] init_from or a sharded save, nor "
+              "tensor, sequence or expert parallelism. README \"Sharded embedding tables\".",
               {one_of({"replicated", "row_sharded"})})}};
   return table;
 }

@@ -4,12 +4,29 @@
 
 #include <cmath>
 
+#include "base/failure.hpp"
+
 namespace loom {
 
 Evaluator::Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device, Precision precision,
-                     Communicator* comm)
-    : data_(data), max_batches_(max_batches), device_(device), precision_(precision), comm_(comm) {
+                     Communicator* comm, bool lockstep)
+    : data_(data), max_batches_(max_batches), device_(device), precision_(precision), comm_(comm),
+      lockstep_(lockstep && comm != nullptr) {
   if (data_.has_state()) start_state_ = data_.save_state();
+}
+
+bool Evaluator::agree_on_batch(bool mine, int64_t index) const {
+  if (!lockstep_) return mine;
+  at::Tensor counts = at::tensor({static_cast<int64_t>(mine), static_cast<int64_t>(!mine)}, at::kLong);
+  comm_->allreduce_sum(counts);  // ranks with a batch, ranks without
+  const int64_t with = counts[0].item<int64_t>(), without = counts[1].item<int64_t>();
+  if (with > 0 && without > 0)
+    throw usage_failure("[eval_data] " + data_.component().name + ": at evaluation batch " + std::to_string(index + 1) +
+                        ", " + std::to_string(with) + " of " + std::to_string(with + without) +
+                        " ranks had a batch and the others none; row-sharded tables need every rank in every "
+                        "lookup, so the eval data must give each rank as many batches (criteo_tsv does). Use "
+                        "[distributed] sparse_tables = \"replicated\" with this eval data");
+  return with > 0;
 }
 
 MetricList Evaluator::run(ModelInstance& model) {
@@ -24,7 +41,8 @@ MetricList Evaluator::run(ModelInstance& model) {
   ModelMetrics reported;
   for (int64_t i = 0; i < max_batches_; ++i) {
     const Batch b = data_.next();
-    if (b.end_of_epoch || b.end_of_data) break;  // a finite [eval_data]: evaluate all of it, at most max_batches
+    // A finite [eval_data]: evaluate all of it, at most max_batches.
+    if (!agree_on_batch(!b.end_of_epoch && !b.end_of_data, i)) break;
     BatchFields fields = b.fields;  // the evaluator reads the dataset directly: fields come as they are on the CPU
     for (auto& field : fields) field.second = field.second.to(device_);
     const ForwardResult out = model.forward(b.inputs.to(device_), b.targets.to(device_), fields);

@@ -15,18 +15,25 @@ class Evaluator {
  public:
   // comm: sums the loss over every rank's shard (null in a single-process run).
   // precision: the run's; bf16 evaluates under the same autocast as training.
+  // lockstep: every rank must run each batch's forward together (row-sharded tables look their
+  // rows up with collectives): the ranks agree before each batch, and eval data that gives them
+  // different numbers of batches is refused instead of leaving a rank waiting.
   Evaluator(DatasetInstance& data, int64_t max_batches, const at::Device& device, Precision precision,
-            Communicator* comm);
+            Communicator* comm, bool lockstep = false);
   // eval_loss (mean per token, or per the model's units), eval_ppl, eval_tokens, and every
   // metric the model reports as eval_<name>, combined over the batches by its reduction.
   MetricList run(ModelInstance& model);
 
  private:
+  // Whether every rank has another batch (false: none has); refuses a split answer.
+  bool agree_on_batch(bool mine, int64_t index) const;
+
   DatasetInstance& data_;
   int64_t max_batches_;
   at::Device device_;
   Precision precision_;
   Communicator* comm_;
+  bool lockstep_;
   std::string start_state_;  // the dataset's position before the first evaluation
 };
 

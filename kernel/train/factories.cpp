@@ -93,7 +93,8 @@ std::unique_ptr<ParameterShards> build_parameter_shards(const RunPlan& plan, Pip
 std::unique_ptr<Evaluator> build_evaluator(const RunPlan& plan, Pipeline& pipeline, const at::Device& device,
                                            Communicator* comm) {
   if (!pipeline.eval_data) return nullptr;
-  return std::make_unique<Evaluator>(*pipeline.eval_data, plan.eval.max_batches, device, plan.run.precision, comm);
+  return std::make_unique<Evaluator>(*pipeline.eval_data, plan.eval.max_batches, device, plan.run.precision, comm,
+                                     pipeline.sparse.row_sharded());
 }
 
 std::unique_ptr<CheckpointManager> build_checkpoints(const RunPlan& plan, Pipeline& pipeline,

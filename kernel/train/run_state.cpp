@@ -18,14 +18,15 @@
 #include "checkpoint/tensor_pieces.hpp"
 
 namespace loom {
-namespace {
-
-constexpr int kMetadataVersion = 1;
-const char* const kFrozenChecksumKey = "frozen_checksum";
 
 at::Tensor cpu_copy(const at::Tensor& t) {
   return t.detach().to(at::kCPU, t.scalar_type(), /*non_blocking=*/false, /*copy=*/true).contiguous();
 }
+
+namespace {
+
+constexpr int kMetadataVersion = 1;
+const char* const kFrozenChecksumKey = "frozen_checksum";
 
 at::Tensor bytes_tensor(const std::string& bytes) {
   at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);

@@ -19,6 +19,9 @@ namespace loom {
 // Where a checkpoint keeps the [sparse_optimizer]'s state: this prefix and the state's name.
 inline const std::string kSparseOptimizerPrefix = "sparse_optimizer/";
 
+// A contiguous CPU copy that training may not change while it is written.
+at::Tensor cpu_copy(const at::Tensor& t);
+
 // Copies the pipeline's state at a step boundary. data_states: every rank's dataset position
 // after the last batch consumed (not produced: the prefetcher runs ahead), in rank order.
 Snapshot capture_snapshot(Pipeline& p, const Progress& progress, const std::vector<std::string>& data_states,

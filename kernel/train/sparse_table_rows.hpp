@@ -1,9 +1,9 @@
 // sparse_table_rows.hpp: row-sharded sparse tables in checkpoints ([distributed] sparse_tables =
-// "row_sharded", ABI 1.14). A checkpoint holds every table and the [sparse_optimizer]'s per-row
-// state (add_row_state) whole, in one process's layout, so it resumes at any rank count and
-// with replicated tables, and `checkpoint inspect`, `host export` and `host eval` read it as any
-// other. Rank 0 receives every rank's rows (one broadcast per rank and tensor: no other rank
-// holds more than its own rows and one rank's piece); a resume cuts each rank's rows out again.
+// "row_sharded", ABI 1.14). Every rank writes its own rows of each table and of the
+// [sparse_optimizer]'s per-row state (add_row_state) into its part of the checkpoint
+// (checkpoint/row_parts.hpp), so no rank holds more than its rows to save them. Reading puts
+// the rows together: whole for `checkpoint inspect`, `host export` and `host eval`, or at a
+// resume only the rows each rank holds, at any rank count and with replicated tables.
 #pragma once
 
 #include <string>
@@ -15,15 +15,13 @@
 
 namespace loom {
 
-// The first row rank `rank` of `ranks` holds of a table of `rows` rows: the split
-// <loom/sparse_tables.hpp> makes (rows * rank / ranks).
-int64_t first_held_row(int64_t rows, int64_t rank, int64_t ranks);
+// Every rank calls it, in step, with its part: rank 0's made by capture_snapshot (the dense
+// weights, optimizer and run state), the others' empty. The part then holds this rank's rows of
+// every table and per-row state under shard/rows/<name>, and metadata saying which rows.
+void make_table_row_part(Snapshot& part, Pipeline& p, Communicator& comm);
 
-// Every rank calls it, in step; rank 0 passes its snapshot (the others nullptr), whose tables
-// and per-row state then hold every rank's rows in rank order.
-void gather_table_rows(Snapshot* snapshot, Pipeline& p, Communicator& comm);
-
-// At resume: the whole tables and per-row state in `loaded` replaced by this rank's rows.
+// At resume: the tables and per-row state in `loaded` as this rank's rows (cut out of whole
+// tensors here, unless the reader read only those rows).
 void cut_table_rows(LoadedCheckpoint& loaded, Pipeline& p, int rank, int ranks, const std::string& origin);
 
 }  // namespace loom

@@ -258,7 +258,9 @@ bool Trainer::end_of_step(loom_control requests, Prefetcher& prefetch) {
 }
 
 void Trainer::restore(const std::filesystem::path& path, Restore mode) {
-  LoadedCheckpoint loaded = checkpoints_->load(path);
+  std::optional<RowWindow> rows;  // row-sharded tables: read this rank's rows alone
+  if (p_->sparse.row_sharded()) rows = RowWindow{mesh_.rank, mesh_.world_size};
+  LoadedCheckpoint loaded = checkpoints_->load(path, rows);
   if (tensor_parallel_)  // whole tensors in the checkpoint: this rank takes its pieces
     loaded = cut_into_pieces(loaded, *p_, tensor_parallel_->mesh().tensor_rank(), tensor_parallel_->mesh().tensor,
                              path.string());
@@ -397,11 +399,12 @@ void Trainer::save() {
       part_dir = tensor_folder_name(mesh_.tensor_rank()) + "/" + rank_folder_name(rank());
     }
     checkpoints_->save_part(std::move(part), *group, timeout, part_dir);
-  } else if (p_->sparse.row_sharded()) {  // every rank sends its rows to rank 0, which writes
-    std::optional<Snapshot> snapshot;
-    if (rank() == 0) snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
-    gather_table_rows(snapshot ? &*snapshot : nullptr, *p_, *world());
-    if (snapshot) checkpoints_->save(std::move(*snapshot));
+  } else if (p_->sparse.row_sharded()) {  // every rank writes its rows; rank 0 also the rest
+    Snapshot part;
+    part.step = progress_.step;
+    if (rank() == 0) part = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
+    make_table_row_part(part, *p_, *world());
+    checkpoints_->save_part(std::move(part), *world(), timeout);
   } else if (rank() == 0 || (experts_ && mesh_.rank < plan_.distributed.expert_parallel)) {
     // under tensor or expert parallelism, rank 0's whole group puts its pieces together
     Snapshot snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);

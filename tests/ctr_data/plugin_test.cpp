@@ -285,36 +285,85 @@ TEST_CASE("criteo_tsv reads a directory's *.tsv files by name, and a bad or over
   }
 }
 
+TEST_CASE("criteo_tsv: after whole batches every rank saves the same state, which other rank counts resume") {
+  const fs::path dir = loom_test::tmp_dir("ctr-plugin-any-world");
+  const std::vector<std::string> files = write_files(dir, {5, 0, 4, 3, 7});
+  // The lines every rank of `world` reads from `state` on, with batch_size `batch`.
+  const auto lines_after = [&](int64_t window_rows, int32_t world, int64_t batch, const std::string& state) {
+    std::multiset<int64_t> lines;
+    for (int32_t rank = 0; rank < world; ++rank) {
+      CtrDataset d(options(files, batch, window_rows), rank, world);
+      REQUIRE(d.load(state) == "");
+      for (CtrBatch b = d.next(); b.kind != CtrBatch::data_end; b = d.next()) lines.insert(b.inputs.begin(), b.inputs.end());
+    }
+    return lines;
+  };
+  for (int64_t window_rows : {0, 4, 6}) {
+    CAPTURE(window_rows);
+    int shared = 0, inside = 0;
+    CtrDataset r0(options(files, 2, window_rows), 0, 2), r1(options(files, 2, window_rows), 1, 2);
+    for (CtrBatch b = r0.next(); b.kind != CtrBatch::data_end; b = r0.next()) {
+      REQUIRE(r1.next().kind == b.kind);
+      const std::string state = r0.save();
+      if (state != r1.save()) continue;  // a window's end, or a file ending inside a round
+      ++shared;
+      inside += b.kind == CtrBatch::batch;
+      // 4 ranks of 1 and 1 rank of 4 (the same 4 lines a step) go on with the same lines.
+      const auto expected = lines_after(window_rows, 2, 2, state);
+      CHECK(lines_after(window_rows, 4, 1, state) == expected);
+      CHECK(lines_after(window_rows, 1, 4, state) == expected);
+    }
+    CHECK(inside >= 2);  // shared inside windows too, not only between them
+    CHECK(shared > inside);
+  }
+  // 3 ranks cannot have read 4 lines in whole batches: refused, naming the fix.
+  CtrDataset r0(options(files, 2, 4), 0, 2), r1(options(files, 2, 4), 1, 2);
+  r0.next();
+  r1.next();
+  REQUIRE(r0.save() == r1.save());
+  CHECK(CtrDataset(options(files, 1, 4), 0, 3).load(r0.save()) ==
+        "criteo_tsv: the saved dataset state is 4 lines into its window, which 3 ranks with batch_size 1 cannot have "
+        "read in whole batches; keep the global batch (ranks x batch_size) of the run that wrote it");
+}
+
 TEST_CASE("criteo_tsv load_state refuses garbage and states that do not fit this run or these files") {
   const fs::path dir = loom_test::tmp_dir("ctr-plugin-state");
   const std::vector<std::string> files = write_files(dir, {4, 4});
   CtrDataset d(options(files, 2, 3, 2));
   d.next();
-  const std::string good = d.save();
+  const std::string good = d.save();  // a position every rank shares: rank 0, world size 0, batch_size 0
   REQUIRE(good.size() == 112);
-  const auto with = [&](size_t at, uint64_t value, size_t bytes = 8) {
-    std::string s = good;
+  const auto patch = [](std::string s, size_t at, uint64_t value, size_t bytes = 8) {
     std::string le;
     loom::data::append_le<uint64_t>(le, value);
     s.replace(at, bytes, le.substr(0, bytes));
     return s;
   };
+  const auto with = [&](size_t at, uint64_t value, size_t bytes = 8) { return patch(good, at, value, bytes); };
+  // The same position as one rank's own record: world size 1 (at 16), batch_size 2 (at 24).
+  const std::string own = patch(patch(good, 16, 1, 4), 24, 2);
+  CHECK(d.load(own) == "");
+  const auto own_with = [&](size_t at, uint64_t value, size_t bytes = 8) { return patch(own, at, value, bytes); };
   const std::string fresh = "; resume with the data and options that wrote the checkpoint, or start a fresh run";
   CHECK(d.load("") == "criteo_tsv: the saved dataset state is not a criteo_tsv record (0 bytes, expected 112 starting "
                       "with \"LOOMCTRS\")" + fresh);
   CHECK(d.load(std::string(112, '\xff')).find("is not a criteo_tsv record (112 bytes") != std::string::npos);
   CHECK(d.load(good.substr(0, 111)).find("(111 bytes, expected 112") != std::string::npos);
   // padding_due at 104: at most one empty batch, owed only before a window end.
-  CHECK(d.load(with(104, 1)) == "criteo_tsv: the saved dataset state owes 1 empty batches inside a window, which no "
+  CHECK(d.load(own_with(104, 1)) == "criteo_tsv: the saved dataset state owes 1 empty batches inside a window, which no "
                                 "window gives; resume from another checkpoint or start a fresh run");
-  CHECK(d.load(with(104, 5)).find("owes 5 empty batches") != std::string::npos);
+  CHECK(d.load(own_with(104, 5)).find("owes 5 empty batches") != std::string::npos);
   CHECK(d.load(with(8, 2, 4)) == "criteo_tsv: the saved dataset state has version 2, this build reads version 1" + fresh);
-  CHECK(d.load(with(12, 1, 4)) == "criteo_tsv: the saved dataset state was written with rank 1 but this run has 0; "
+  CHECK(d.load(own_with(12, 1, 4)) == "criteo_tsv: the saved dataset state was written with rank 1 but this run has 0; "
                                   "each rank must load its own state");
-  CHECK(d.load(with(16, 4, 4)) == "criteo_tsv: the saved dataset state was written with world size 4 but this run has 1; "
-                                  "resume on the same number of ranks");
+  CHECK(d.load(own_with(16, 4, 4)) == "criteo_tsv: the saved dataset state was written with world size 4 but this run has 1; "
+                                  "resume on the same number of ranks, or from a checkpoint saved at a window's end "
+                                  "([checkpoint] every_epoch = true)");
+  // World size 0 marks a position every rank shared; this one holds a rank's batch_size.
+  CHECK(d.load(with(24, 2)) == "criteo_tsv: the saved dataset state is marked as shared by every rank but holds "
+                                  "one rank's values; resume from another checkpoint or start a fresh run");
   CHECK(d.load(with(20, 7, 4)) == "criteo_tsv: the saved dataset state has a window flag of 7" + fresh);
-  CHECK(d.load(with(24, 8)) == "criteo_tsv: the saved dataset state was written with batch_size 8 but this run has 2; "
+  CHECK(d.load(own_with(24, 8)) == "criteo_tsv: the saved dataset state was written with batch_size 8 but this run has 2; "
                                "set the same [data] batch_size");
   CHECK(d.load(with(40, 3)) == "criteo_tsv: the saved dataset state was written with a file count of 3 but this run "
                                "has 2; restore the files the run was reading");

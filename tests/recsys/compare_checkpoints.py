@@ -1,4 +1,4 @@
-"""Compares two Loom checkpoints (state.safetensors) of the same dlrm run, for row_sharded_test.
+"""Compares two Loom checkpoints (safetensors backend) of the same dlrm run, for row_sharded_test.
 
   compare_checkpoints.py A_DIR B_DIR
 
@@ -8,14 +8,44 @@ bitwise equal ("exact"), and the table rows no step touched in A (rowwise_adagra
 still 0 there) with how many of them differ in B at all ("untouched_rows", "untouched_differ").
 """
 import json
+import pathlib
 import sys
 
+import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 
 
+def load(folder):
+    """The checkpoint's tensors under their whole names. A row-sharded save is one folder per
+    rank (rank-00000, ...): rank 0's holds everything but the tables' rows; every part holds its
+    rows of each table as shard/rows/<name>, and its metadata (the "loom" entry, key "part",
+    "rows") says which. The rows are put together in rank order, checking they follow on."""
+    folder = pathlib.Path(folder)
+    parts = sorted(folder.glob("rank-*"))
+    if not parts:
+        return load_file(folder / "state.safetensors")
+    out = {k: v for k, v in load_file(parts[0] / "state.safetensors").items() if not k.startswith("shard/")}
+    pieces = {}
+    for rank, part in enumerate(parts):
+        path = part / "state.safetensors"
+        with safe_open(path, "pt") as f:
+            info = json.loads(f.metadata()["loom"])["part"]
+        assert info["rank"] == rank, (path, info["rank"])
+        tensors = load_file(path)
+        for name, (first, count) in info["rows"].items():
+            got = pieces.setdefault(name, [])
+            assert first == sum(len(p) for p in got), (path, name, first)
+            assert len(tensors["shard/rows/" + name]) == count, (path, name)
+            got.append(tensors["shard/rows/" + name])
+    for name, got in pieces.items():
+        out[name] = torch.cat(got)
+    return out
+
+
 def main(a_dir, b_dir):
-    a = load_file(f"{a_dir}/state.safetensors")
-    b = load_file(f"{b_dir}/state.safetensors")
+    a = load(a_dir)
+    b = load(b_dir)
     keys = [k for k in a if k.split("/")[0] in ("model", "optimizer", "sparse_optimizer")]
     missing = sorted(set(keys) ^ {k for k in b if k.split("/")[0] in ("model", "optimizer", "sparse_optimizer")})
     worst, exact = 0.0, not missing

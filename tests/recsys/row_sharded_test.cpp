@@ -1,10 +1,10 @@
 // [distributed] sparse_tables = "row_sharded" (issue 38) through the real host: dlrm's tables
 // split by rows over 2 and 4 ranks train as the replicated tables do on the same data (every
 // logged loss and gradient norm within 1e-6, the AUC within a few swapped pairs), each rank
-// holding only its rows; their checkpoints hold one process's layout (every tensor within 1e-6
-// of the replicated run's, untouched rows bit-identical; compare_checkpoints.py reads them with
-// safetensors) and resume bit for bit, or across layouts within 1e-6; what this slice does not
-// build yet is refused in one line.
+// holding only its rows; in their checkpoints each rank writes its rows (every tensor within
+// 1e-6 of the replicated run's, untouched rows bit-identical; compare_checkpoints.py joins the
+// parts with safetensors), which resume bit for bit, across layouts within 1e-6, and on another
+// number of ranks within 1e-6; what this slice does not build yet is refused in one line.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -62,9 +62,11 @@ std::vector<nlohmann::json> metrics(const fs::path& run) {
 }
 
 // Trains on `ranks` ranks with the given sparse_tables; returns the records and the log.
+// `extra` goes at the end of the manifest.
 std::pair<std::vector<nlohmann::json>, std::string> train(const fs::path& dir, int ranks, const std::string& tables,
-                                                          const std::string& name = "", const std::string& sets = "") {
-  const fs::path manifest = write_manifest(dir, ranks);
+                                                          const std::string& name = "", const std::string& sets = "",
+                                                          const std::string& extra = "") {
+  const fs::path manifest = write_manifest(dir, ranks, extra);
   const auto r = run_host("launch --nproc-per-node " + std::to_string(ranks) + " -- run " + manifest.string() +
                           " --set run.name=" + (name.empty() ? tables : name) + " --set distributed.sparse_tables=\"" +
                           tables + "\"" + sets);
@@ -121,7 +123,7 @@ TEST_CASE("row-sharded tables train as replicated ones at 2 and 4 ranks, each ra
   }
 }
 
-TEST_CASE("row-sharded checkpoints hold one process's layout and resume on either layout") {
+TEST_CASE("row-sharded checkpoints: each rank writes its rows; they resume on either layout") {
   const fs::path dir = loom_test::tmp_dir("row-sharded-checkpoints");
   const std::string save = " --set checkpoint.every=8";
   train(dir, 2, "replicated", "", save);
@@ -143,6 +145,55 @@ TEST_CASE("row-sharded checkpoints hold one process's layout and resume on eithe
   train(dir, 2, "row_sharded", "across", save);
   const auto across = compare(dir / "replicated/checkpoints/step-16", dir / "across/checkpoints/step-16");
   CHECK_MESSAGE(across.at("worst").get<double>() < 1e-6, across.dump());
+}
+
+TEST_CASE("row-sharded evaluation: every rank looks its eval rows up together, as the replicated run scores") {
+  const fs::path dir = loom_test::tmp_dir("row-sharded-eval");
+  // 100 eval lines in batches of 32 a rank: 2 and 1 batches a rank at 2 ranks, 1 at 4 (one short).
+  const std::string eval = "\n[eval_data]\nuse = \"criteo_tsv\"\nfiles = \"" + (small_data() / "eval.tsv").string() +
+                           "\"\nbatch_size = 32\ntable_rows = \"5000\"\nmax_batches = 100\n\n"
+                           "[[hooks]]\nuse = \"eval\"\nevery = 8\n";
+  for (const int ranks : {2, 4}) {
+    INFO(ranks << " ranks");
+    const std::string n = std::to_string(ranks);
+    const auto replicated = train(dir, ranks, "replicated", "replicated-" + n, "", eval).first;
+    const auto sharded = train(dir, ranks, "row_sharded", "row_sharded-" + n, "", eval).first;
+    int evaluations = 0;
+    for (size_t i = 0; i < sharded.size(); ++i) {
+      if (!sharded[i].contains("eval_loss")) continue;
+      ++evaluations;
+      INFO("step " << sharded[i].at("step"));
+      REQUIRE(replicated[i].contains("eval_loss"));
+      CHECK(sharded[i].at("eval_tokens") == 100);
+      CHECK(relative(sharded[i].at("eval_loss"), replicated[i].at("eval_loss")) < 1e-6);
+      CHECK(std::abs(sharded[i].at("eval_auc").get<double>() - replicated[i].at("eval_auc").get<double>()) < 1e-4);
+    }
+    CHECK(evaluations == 2);  // steps 8 and 16
+  }
+}
+
+TEST_CASE("a row-sharded checkpoint resumes on another number of ranks, rows and data position dealt anew") {
+  const fs::path dir = loom_test::tmp_dir("row-sharded-rank-counts");
+  // Windows of 2048 lines, 8 steps of 256 samples: step 9, after the first window's end (and one
+  // batch into the next), saves.
+  const std::string save = " --set data.window_rows=2048 --set checkpoint.every_epoch=true";
+  train(dir, 2, "row_sharded", "", save);
+  const fs::path at_window_end = dir / "row_sharded/checkpoints/step-9";
+  REQUIRE(fs::exists(at_window_end / "index.json"));
+  // Each rank wrote its own rows: rank 1 of 2 holds rows 2500-4999 of every 5000-row table.
+  CHECK(fs::exists(at_window_end / "rank-00001/state.safetensors"));
+  CHECK_FALSE(fs::exists(at_window_end / "rank-00002"));
+  for (const int ranks : {4, 1}) {
+    INFO(ranks << " ranks");
+    const std::string name = "from2to" + std::to_string(ranks);
+    seed_resume(at_window_end, dir / name);
+    const auto [records, log] = train(dir, ranks, ranks > 1 ? "row_sharded" : "replicated", name, save);
+    CHECK(loom_test::contains(log, "resume: world size 2 -> " + std::to_string(ranks)));
+    // The same global batches from step 10 on: every tensor within 1e-6 of the 2-rank run's.
+    const auto moved = compare(dir / "row_sharded/checkpoints/step-16", dir / name / "checkpoints/step-16");
+    CHECK(moved.at("missing").empty());
+    CHECK_MESSAGE(moved.at("worst").get<double>() < 1e-6, moved.dump());
+  }
 }
 
 TEST_CASE("row-sharded tables: what is not built yet is refused in one line, exit 2") {

@@ -138,7 +138,10 @@ class CriteoTsv final : public loom::Dataset {
             if ((at.line_in_window - 1) % world_size_ != rank_) break;  // another rank's line
             parse_line(line, format_, stream_.file(), stream_.line_no(), sample_);
             builder.add(int64_t(at.line_in_pass - 1), sample_);
-            if (builder.rows() == batch_size_) return builder.take();
+            if (builder.rows() == batch_size_) {
+              skip_rest_of_round();
+              return builder.take();
+            }
             break;
           }
           case TsvStream::Event::window_end:
@@ -161,8 +164,13 @@ class CriteoTsv final : public loom::Dataset {
     SavedState s;
     s.rank = rank_;
     s.world_size = world_size_;
-    s.window_end_due = window_end_due_;
     s.batch_size = uint64_t(batch_size_);
+    if (shared_position()) {  // every rank is here, whatever their number: any may resume it
+      s.rank = 0;
+      s.world_size = kAnyWorldSize;
+      s.batch_size = 0;
+    }
+    s.window_end_due = window_end_due_;
     s.window_rows = window_rows_;
     s.file_count = files_.size();
     s.position = stream_.position();
@@ -180,9 +188,24 @@ class CriteoTsv final : public loom::Dataset {
                                       " " + std::to_string(then) + " but this run has " + std::to_string(now) + "; " +
                                       fix);
       };
-      differs("world size", s.world_size, world_size_, "resume on the same number of ranks");
-      differs("rank", s.rank, rank_, "each rank must load its own state");
-      differs("batch_size", s.batch_size, uint64_t(batch_size_), "set the same [data] batch_size");
+      if (s.world_size == kAnyWorldSize) {  // a position every rank shared: see shared_position()
+        if (s.rank != 0 || s.batch_size != 0 || s.window_end_due || s.padding_due != 0)
+          throw loom::data::bad_input("criteo_tsv: the saved dataset state is marked as shared by every rank but "
+                                      "holds one rank's values; resume from another checkpoint or start a fresh run");
+        // Each of this run's ranks must have taken the same whole batches of the lines read.
+        const uint64_t read = s.position.line_in_window;
+        if (read % world_size_ != 0 || (read / world_size_) % uint64_t(batch_size_) != 0)
+          throw loom::data::bad_input(
+              "criteo_tsv: the saved dataset state is " + std::to_string(read) + " lines into its window, which " +
+              std::to_string(world_size_) + " ranks with batch_size " + std::to_string(batch_size_) +
+              " cannot have read in whole batches; keep the global batch (ranks x batch_size) of the run that wrote it");
+      } else {
+        differs("world size", s.world_size, world_size_,
+                "resume on the same number of ranks, or from a checkpoint saved at a window's end "
+                "([checkpoint] every_epoch = true)");
+        differs("rank", s.rank, rank_, "each rank must load its own state");
+        differs("batch_size", s.batch_size, uint64_t(batch_size_), "set the same [data] batch_size");
+      }
       differs("window_rows", s.window_rows, window_rows_, "set the same [data] window_rows");
       differs("a file count of", s.file_count, files_.size(), "restore the files the run was reading");
       if (s.window_end_due && s.position.line_in_window != 0)
@@ -202,6 +225,24 @@ class CriteoTsv final : public loom::Dataset {
   }
 
  private:
+  // Inside a window, every rank has taken the same number of whole batches, so the first
+  // k x world_size lines are read. A rank whose batch just filled reads on past the other ranks'
+  // lines of that round (skip_rest_of_round), so every rank then stands at line k x world_size:
+  // a position any number of ranks can go on from (each taking every n-th line after it). Only
+  // a window's end (padding, an end not yet reported) keeps a position that is one rank's own.
+  bool shared_position() const {
+    return !window_end_due_ && padding_due_ == 0 && stream_.position().line_in_window % world_size_ == 0;
+  }
+
+  // Reads the lines after this rank's last that belong to higher ranks of the same round, as far
+  // as this window holds them (they are not this rank's; the next call would skip them).
+  void skip_rest_of_round() {
+    std::string_view line;
+    while (stream_.position().line_in_window % world_size_ != 0 && stream_.next_line_in_window(line)) {
+    }
+    window_lines_ = stream_.position().line_in_window;
+  }
+
   // Empty batches this rank adds at the end of a window of W lines so that it gives as many
   // batches as rank 0, which holds the most lines, ceil(W / world): at most one.
   uint64_t padding_for(uint64_t W) const {

@@ -5,6 +5,10 @@
 //   | u64 batch_size | u64 window_rows | u64 file_count
 //   | u64 pass, file, offset, line_in_file, line_in_pass, line_in_window | u64 windows_ended
 //   | u64 padding_due
+// A position all ranks share (inside a window after the same whole batches on every rank, or
+// between windows) is written the same by every rank, with world_size kAnyWorldSize, rank 0 and
+// batch_size 0: it resumes at any rank count whose ranks can have read its lines in whole
+// batches (the same global batch always can).
 // A checkpoint file is untrusted input: decode_state checks the shape, the plugin the values
 // (TsvStream::seek checks the position against the files). Torch-free, SDK-free.
 #pragma once
@@ -26,6 +30,7 @@ struct SavedState {
 };
 
 inline constexpr size_t kStateBytes = 112;
+inline constexpr uint32_t kAnyWorldSize = 0;
 
 std::string encode_state(const SavedState& s);
 // Throws a bad_input DataError for a record of the wrong size, magic, version or flag value.

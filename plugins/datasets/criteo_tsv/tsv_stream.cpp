@@ -31,22 +31,39 @@ TsvStream::Event TsvStream::next(std::string_view& line) {
       if (partial_window) return Event::window_end;
       continue;
     }
-    if (!reader_) reader_ = std::make_unique<LineReader>(files_[size_t(pos_.file)], pos_.offset, pos_.line_in_file);
-    if (reader_->next(line)) {
-      pos_.offset = reader_->offset();
-      ++pos_.line_in_file;
-      ++pos_.line_in_pass;
-      ++pos_.line_in_window;
-      return Event::line;
-    }
-    reader_.reset();
-    ++pos_.file;
-    pos_.offset = 0;
-    pos_.line_in_file = 0;
+    if (read_line(line)) return Event::line;
+    next_file();
     if (window_rows_ == 0) {
       pos_.line_in_window = 0;
       return Event::window_end;
     }
+  }
+}
+
+bool TsvStream::read_line(std::string_view& line) {
+  if (!reader_) reader_ = std::make_unique<LineReader>(files_[size_t(pos_.file)], pos_.offset, pos_.line_in_file);
+  if (!reader_->next(line)) return false;  // at the end it stays there: asking again answers false again
+  pos_.offset = reader_->offset();
+  ++pos_.line_in_file;
+  ++pos_.line_in_pass;
+  ++pos_.line_in_window;
+  return true;
+}
+
+void TsvStream::next_file() {
+  reader_.reset();
+  ++pos_.file;
+  pos_.offset = 0;
+  pos_.line_in_file = 0;
+}
+
+bool TsvStream::next_line_in_window(std::string_view& line) {
+  if (window_rows_ > 0 && pos_.line_in_window == window_rows_) return false;
+  for (;;) {
+    if ((passes_ > 0 && pos_.pass >= passes_) || pos_.file == files_.size()) return false;  // next() ends the pass
+    if (read_line(line)) return true;
+    if (window_rows_ == 0) return false;  // the file's end ends the window: an event for next()
+    next_file();                          // the window goes on in the next file
   }
 }
 

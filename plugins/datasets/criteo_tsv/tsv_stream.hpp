@@ -38,6 +38,10 @@ class TsvStream {
   // a whole pass held no line (the files were emptied since create).
   Event next(std::string_view& line);
 
+  // The next line if the current window holds another before any event; otherwise false,
+  // with no event consumed (a window's or pass's end stays for next()).
+  bool next_line_in_window(std::string_view& line);
+
   const StreamPosition& position() const { return pos_; }
   // Moves to a saved position. Throws a bad_input DataError when p cannot be a position of these
   // files with this window_rows and passes (corrupt state, or the data changed since).
@@ -48,6 +52,9 @@ class TsvStream {
   uint64_t line_no() const { return pos_.line_in_file; }
 
  private:
+  bool read_line(std::string_view& line);  // from the open file (opened here if need be)
+  void next_file();                         // to the start of the next file of the pass
+
   std::vector<std::string> files_;
   uint64_t window_rows_, passes_;
   StreamPosition pos_;
