@@ -1,6 +1,7 @@
 """Compares two Loom checkpoints (safetensors backend) of the same dlrm run, for row_sharded_test.
 
   compare_checkpoints.py A_DIR B_DIR
+  compare_checkpoints.py A_DIR EXPORTED.safetensors   (the model's weights alone)
 
 Prints one JSON line: the largest difference of any model, optimizer or sparse optimizer
 tensor relative to that tensor's largest magnitude in A ("worst"), whether every such tensor is
@@ -22,6 +23,8 @@ def load(folder):
     rows of each table as shard/rows/<name>, and its metadata (the "loom" entry, key "part",
     "rows") says which. The rows are put together in rank order, checking they follow on."""
     folder = pathlib.Path(folder)
+    if folder.suffix == ".safetensors":  # `host checkpoint export`'s file: the model's weights alone
+        return {"model/" + k: v for k, v in load_file(folder).items()}
     parts = sorted(folder.glob("rank-*"))
     if not parts:
         return load_file(folder / "state.safetensors")
@@ -46,8 +49,9 @@ def load(folder):
 def main(a_dir, b_dir):
     a = load(a_dir)
     b = load(b_dir)
-    keys = [k for k in a if k.split("/")[0] in ("model", "optimizer", "sparse_optimizer")]
-    missing = sorted(set(keys) ^ {k for k in b if k.split("/")[0] in ("model", "optimizer", "sparse_optimizer")})
+    kinds = ("model",) if b_dir.endswith(".safetensors") else ("model", "optimizer", "sparse_optimizer")
+    keys = [k for k in a if k.split("/")[0] in kinds]
+    missing = sorted(set(keys) ^ {k for k in b if k.split("/")[0] in kinds})
     worst, exact = 0.0, not missing
     for k in keys:
         if k not in b or a[k].shape != b[k].shape:
@@ -57,7 +61,7 @@ def main(a_dir, b_dir):
         worst = max(worst, ((x - y).abs().max() / x.abs().max().clamp_min(1e-30)).item())
         exact = exact and bool((a[k] == b[k]).all())
     untouched = differ = 0
-    for k in keys:
+    for k in keys if "sparse_optimizer" in kinds else []:
         if not k.startswith("sparse_optimizer/sum."):
             continue
         table = f"model/tables.{k.rsplit('.', 1)[1]}.weight"

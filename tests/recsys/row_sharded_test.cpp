@@ -135,6 +135,13 @@ TEST_CASE("row-sharded checkpoints: each rank writes its rows; they resume on ei
   CHECK(both.at("worst").get<double>() < 1e-6);
   CHECK(both.at("untouched_rows").get<int>() > 1000);
   CHECK(both.at("untouched_differ") == 0);
+  // Exported whole: `host checkpoint export` puts every rank's rows together in one file.
+  const fs::path exported = dir / "row_sharded.safetensors";
+  const auto e = run_host("checkpoint export " + (dir / "row_sharded/checkpoints/step-16").string() + " --out " +
+                          exported.string());
+  REQUIRE_MESSAGE(e.code == 0, e.err);
+  const auto whole = compare(dir / "row_sharded/checkpoints/step-16", exported);
+  CHECK_MESSAGE(whole.at("exact") == true, whole.dump());
   // Resumed from step 8 on its own layout: bit for bit; a replicated checkpoint resumed with
   // row-sharded tables: within 1e-6.
   seed_resume(dir / "row_sharded/checkpoints/step-8", dir / "again");
