@@ -268,8 +268,8 @@ const HostTable<DistributedSettings>& distributed_table() {
               "rank looks up to their owners and the rows back, one all-to-all each way, and the gradient rows "
               "back to the owners in backward). Models: dlrm. Each rank writes its rows into its part of a "
               "checkpoint; checkpoints resume on either setting and at any rank count; evaluation runs on every "
-              "rank together. Row-sharded runs do not yet take [export], [model] init_from or a sharded save, nor "
-              "tensor, sequence or expert parallelism. README \"Sharded embedding tables\".",
+              "rank together; init_from loads each rank's rows. Row-sharded runs do not yet take [export] or a "
+              "sharded save, nor tensor, sequence or expert parallelism. README \"Sharded embedding tables\".",
               {one_of({"replicated", "row_sharded"})})}};
   return table;
 }

@@ -76,8 +76,6 @@ void check_sparse_tables(const RunPlan& plan, int world_size) {
     missing = "[checkpoint] and shard = \"" + d.shard + "\" (a sharded save of row-sharded tables)";
   else if (plan.hf_export.enabled)
     missing = "[export]";
-  else if (!plan.model_init.init_from.empty())
-    missing = "[model] init_from";
   if (!missing.empty())
     throw usage_failure(what + " with " + missing + " is not built yet; use sparse_tables = \"replicated\" for it");
 }

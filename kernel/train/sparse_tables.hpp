@@ -38,7 +38,7 @@ std::vector<ModelParam> sparse_params(const std::vector<ModelParam>& params);
 
 // Throws a usage Failure naming [distributed] sparse_tables when it is not a known value, or
 // "row_sharded" comes with what this slice does not build yet (tensor, sequence or expert
-// parallelism; a sharded save, [export], [model] init_from).
+// parallelism; a sharded save, [export]).
 void check_sparse_tables(const RunPlan& plan, int world_size);
 
 // The ranks that split the sparse tables by rows (every rank of the run), serving the model's
