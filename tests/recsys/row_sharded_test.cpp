@@ -1,6 +1,7 @@
 // [distributed] sparse_tables = "row_sharded" (issue 38) through the real host: dlrm's tables
-// split by rows over 2 and 4 ranks train as the replicated tables do on the same data (every
-// logged loss and gradient norm within 1e-6, the AUC within a few swapped pairs), each rank
+// split by rows over 2 and 4 ranks train as the replicated tables do on the same data for 100
+// steps (every logged loss and gradient norm, and every weight at the end, within 1e-6, the AUC
+// within a few swapped pairs), each rank
 // holding only its rows; in their checkpoints each rank writes its rows (every tensor within
 // 1e-6 of the replicated run's, untouched rows bit-identical; compare_checkpoints.py joins the
 // parts with safetensors), which resume bit for bit, across layouts within 1e-6, and on another
@@ -22,13 +23,13 @@ using loom_test::run_host;
 
 namespace {
 
-// One small Criteo-format file (20,000 rows, 200 ids per feature), written once per process.
+// One small Criteo-format file (30,000 rows, 200 ids per feature), written once per process.
 const fs::path& small_data() {
   static const fs::path dir = [] {
     const fs::path out = fs::path(LOOM_TEST_TMP) / "row-sharded-data";
     fs::remove_all(out);
     const auto r = loom_test::run_shell(std::string(LOOM_CTR_SYNTH_BIN) + " --out " + out.string() +
-                                        " --train-files 1 --rows-per-file 20000 --eval-rows 100");
+                                        " --train-files 1 --rows-per-file 30000 --eval-rows 100");
     REQUIRE_MESSAGE(r.code == 0, r.err);
     return out;
   }();
@@ -96,13 +97,14 @@ void seed_resume(const fs::path& checkpoint, const fs::path& run) {
 
 }  // namespace
 
-TEST_CASE("row-sharded tables train as replicated ones at 2 and 4 ranks, each rank holding its rows") {
+TEST_CASE("row-sharded tables train as replicated ones at 2 and 4 ranks for 100 steps, each rank holding its rows") {
   for (const int ranks : {2, 4}) {
     INFO(ranks << " ranks");
     const fs::path dir = loom_test::tmp_dir("row-sharded-" + std::to_string(ranks));
-    const auto [replicated, replicated_log] = train(dir, ranks, "replicated");
-    const auto [sharded, sharded_log] = train(dir, ranks, "row_sharded");
-    REQUIRE(replicated.size() == 8);
+    const std::string long_run = " --set run.steps=100 --set checkpoint.every=100";
+    const auto [replicated, replicated_log] = train(dir, ranks, "replicated", "", long_run);
+    const auto [sharded, sharded_log] = train(dir, ranks, "row_sharded", "", long_run);
+    REQUIRE(replicated.size() == 50);
     REQUIRE(sharded.size() == replicated.size());
     for (size_t i = 0; i < sharded.size(); ++i) {
       INFO("step " << sharded[i].at("step"));
@@ -120,6 +122,12 @@ TEST_CASE("row-sharded tables train as replicated ones at 2 and 4 ranks, each ra
     CHECK(loom_test::contains(sharded_log, "26 sparse tables (" + std::to_string(1040000 / ranks) +
                                                " parameters, " ));
     CHECK(loom_test::contains(sharded_log, "this rank's rows, split by rows over " + std::to_string(ranks) + " ranks"));
+    // After 100 steps every weight and optimizer value within 1e-6 of the replicated run's
+    // (relative to its tensor's largest), and the rows no step touched bit-identical.
+    const auto weights = compare(dir / "replicated/checkpoints/step-100", dir / "row_sharded/checkpoints/step-100");
+    CHECK_MESSAGE(weights.at("worst").get<double>() < 1e-6, weights.dump());
+    CHECK(weights.at("untouched_rows").get<int>() > 1000);
+    CHECK(weights.at("untouched_differ") == 0);
   }
 }
 
