@@ -1,6 +1,6 @@
 #include "train/sparse_table_rows.hpp"
 
-#include <ATen/core/grad_mode.h>
+#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
 #include <vector>

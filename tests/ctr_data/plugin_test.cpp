@@ -357,8 +357,9 @@ TEST_CASE("criteo_tsv load_state refuses garbage and states that do not fit this
   CHECK(d.load(own_with(12, 1, 4)) == "criteo_tsv: the saved dataset state was written with rank 1 but this run has 0; "
                                   "each rank must load its own state");
   CHECK(d.load(own_with(16, 4, 4)) == "criteo_tsv: the saved dataset state was written with world size 4 but this run has 1; "
-                                  "resume on the same number of ranks, or from a checkpoint saved at a window's end "
-                                  "([checkpoint] every_epoch = true)");
+                                  "resume on the same number of ranks (this position, at a window's end that the "
+                                  "ranks' batches did not fill alike, is one rank's own; a checkpoint of another step "
+                                  "resumes at any rank count)");
   // World size 0 marks a position every rank shared; this one holds a rank's batch_size.
   CHECK(d.load(with(24, 2)) == "criteo_tsv: the saved dataset state is marked as shared by every rank but holds "
                                   "one rank's values; resume from another checkpoint or start a fresh run");

@@ -201,8 +201,8 @@ class CriteoTsv final : public loom::Dataset {
               " cannot have read in whole batches; keep the global batch (ranks x batch_size) of the run that wrote it");
       } else {
         differs("world size", s.world_size, world_size_,
-                "resume on the same number of ranks, or from a checkpoint saved at a window's end "
-                "([checkpoint] every_epoch = true)");
+                "resume on the same number of ranks (this position, at a window's end that the ranks' batches "
+                "did not fill alike, is one rank's own; a checkpoint of another step resumes at any rank count)");
         differs("rank", s.rank, rank_, "each rank must load its own state");
         differs("batch_size", s.batch_size, uint64_t(batch_size_), "set the same [data] batch_size");
       }
