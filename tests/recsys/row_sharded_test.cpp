@@ -88,6 +88,20 @@ nlohmann::json compare(const fs::path& a, const fs::path& b) {
   return nlohmann::json::parse(r.out);
 }
 
+// [eval_data] over the 100 evaluation lines.
+std::string eval_data() {
+  return "\n[eval_data]\nuse = \"criteo_tsv\"\nfiles = \"" + (small_data() / "eval.tsv").string() +
+         "\"\nbatch_size = 32\ntable_rows = \"5000\"\nmax_batches = 100\n";
+}
+
+// `host eval`'s loss for a checkpoint, its model evaluated in one process.
+double eval_loss(const fs::path& dir, const fs::path& checkpoint) {
+  const auto r = run_host("eval " + write_manifest(dir, 1, eval_data()).string() + " --checkpoint " +
+                          checkpoint.string() + " --json");
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  return nlohmann::json::parse(r.out).at("metrics").at("eval_loss").get<double>();
+}
+
 // A run folder holding only `checkpoint` of another run, to resume from.
 void seed_resume(const fs::path& checkpoint, const fs::path& run) {
   fs::remove_all(run);
@@ -150,6 +164,9 @@ TEST_CASE("row-sharded checkpoints: each rank writes its rows; they resume on ei
   REQUIRE_MESSAGE(e.code == 0, e.err);
   const auto whole = compare(dir / "row_sharded/checkpoints/step-16", exported);
   CHECK_MESSAGE(whole.at("exact") == true, whole.dump());
+  // And evaluated in one process by `host eval`, as the replicated run's checkpoint is.
+  CHECK(relative(eval_loss(dir / "eval", dir / "row_sharded/checkpoints/step-16"),
+                 eval_loss(dir / "eval", dir / "replicated/checkpoints/step-16")) < 1e-6);
   // Resumed from step 8 on its own layout: bit for bit; a replicated checkpoint resumed with
   // row-sharded tables: within 1e-6.
   seed_resume(dir / "row_sharded/checkpoints/step-8", dir / "again");
@@ -165,9 +182,7 @@ TEST_CASE("row-sharded checkpoints: each rank writes its rows; they resume on ei
 TEST_CASE("row-sharded evaluation: every rank looks its eval rows up together, as the replicated run scores") {
   const fs::path dir = loom_test::tmp_dir("row-sharded-eval");
   // 100 eval lines in batches of 32 a rank: 2 and 1 batches a rank at 2 ranks, 1 at 4 (one short).
-  const std::string eval = "\n[eval_data]\nuse = \"criteo_tsv\"\nfiles = \"" + (small_data() / "eval.tsv").string() +
-                           "\"\nbatch_size = 32\ntable_rows = \"5000\"\nmax_batches = 100\n\n"
-                           "[[hooks]]\nuse = \"eval\"\nevery = 8\n";
+  const std::string eval = eval_data() + "\n[[hooks]]\nuse = \"eval\"\nevery = 8\n";
   for (const int ranks : {2, 4}) {
     INFO(ranks << " ranks");
     const std::string n = std::to_string(ranks);
