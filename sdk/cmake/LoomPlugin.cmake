@@ -4,8 +4,9 @@
 #  - hidden visibility and a version script, so loom_plugin_init is the only exported symbol;
 #  - --no-undefined, so a missing symbol fails the build, not the run;
 #  - --as-needed, so torch-free plugins never link LibTorch;
-#  - TORCH: link LibTorch (find_package(Torch) if no `torch` target exists yet) and record its
-#    CUDA version for the build fingerprint.
+#  - TORCH: link LibTorch and record its CUDA version for the build fingerprint. In the installed
+#    SDK that is Loom::torch, the host's own LibTorch by full path (LoomHostTorch.cmake); in the
+#    source tree the `torch` target of find_package(Torch).
 #
 # The same file serves the source tree (included by the top-level CMakeLists.txt) and the
 # installed SDK (included by LoomConfig.cmake, next to plugin.map). When LOOM_INSTALL_PLUGINS
@@ -30,26 +31,6 @@ function(loom_torch_fingerprint_definitions target)
   endif()
   if(cuda AND NOT cuda STREQUAL "none")
     target_compile_definitions(${target} PRIVATE LOOM_TORCH_CUDA="${cuda}")
-  endif()
-endfunction()
-
-# Installed SDK only: LoomConfig.cmake sets LOOM_HOST_TORCH_VERSION / LOOM_HOST_TORCH_CUDA to
-# what the installed host was built with. A torch-linked plugin built against another LibTorch
-# would be refused at load time, so say so now.
-function(_loom_check_host_torch)
-  if(NOT DEFINED LOOM_HOST_TORCH_VERSION OR NOT DEFINED Torch_VERSION)
-    return()
-  endif()
-  set(cuda none)
-  if(CAFFE2_USE_CUDA AND CUDA_VERSION)
-    set(cuda "${CUDA_VERSION}")
-  endif()
-  if(NOT Torch_VERSION VERSION_EQUAL LOOM_HOST_TORCH_VERSION OR NOT cuda STREQUAL LOOM_HOST_TORCH_CUDA)
-    message(FATAL_ERROR
-      "loom_add_plugin: found LibTorch ${Torch_VERSION} (cuda ${cuda}) at ${Torch_DIR}, but the "
-      "installed Loom host was built with LibTorch ${LOOM_HOST_TORCH_VERSION} (cuda "
-      "${LOOM_HOST_TORCH_CUDA}) and refuses torch-linked plugins built against another one; "
-      "point Torch_DIR or CMAKE_PREFIX_PATH at the host's LibTorch")
   endif()
 endfunction()
 
@@ -79,11 +60,16 @@ function(loom_add_plugin name)
     "LINKER:--version-script=${LOOM_PLUGIN_VERSION_SCRIPT}"
     "LINKER:--no-undefined"
     "LINKER:--as-needed")
-  if(ARG_TORCH)
-    if(NOT TARGET torch)
-      find_package(Torch REQUIRED HINTS ${LOOM_HOST_TORCH_DIR})  # installed SDK: the host's own first
+  if(ARG_TORCH AND COMMAND loom_host_torch_target)  # installed SDK: exactly the host's LibTorch
+    loom_host_torch_target()
+    target_link_libraries(${name} PRIVATE Loom::torch)
+    if(NOT LOOM_HOST_TORCH_CUDA STREQUAL "none")
+      target_compile_definitions(${name} PRIVATE LOOM_TORCH_CUDA="${LOOM_HOST_TORCH_CUDA}")
     endif()
-    _loom_check_host_torch()
+  elseif(ARG_TORCH)  # the source tree, which found LibTorch itself
+    if(NOT TARGET torch)
+      find_package(Torch REQUIRED)
+    endif()
     target_link_libraries(${name} PRIVATE torch)
     loom_torch_fingerprint_definitions(${name})
     if(TARGET loom_torch_pch)  # source tree only: one precompiled <ATen/ATen.h> for all

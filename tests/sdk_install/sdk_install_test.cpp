@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -52,16 +53,18 @@ void install_once() {
   done = true;
 }
 
-// Configures and builds the project in src against the prefix alone.
-void build_against_prefix(const fs::path& src, const fs::path& build) {
+// Configures and builds the project in src against the prefix alone, with `cmake` (the CMake of
+// Loom's build unless given) and `env` (VAR=value ... set for both steps).
+void build_against_prefix(const fs::path& src, const fs::path& build, const std::string& cmake = LOOM_CMAKE,
+                          const std::string& env = "") {
   install_once();
   std::string launcher;
   if (!std::string(LOOM_TEST_CCACHE).empty())
     launcher = std::string(" -DCMAKE_C_COMPILER_LAUNCHER=") + LOOM_TEST_CCACHE +
                " -DCMAKE_CXX_COMPILER_LAUNCHER=" + LOOM_TEST_CCACHE;
-  must(std::string(LOOM_CMAKE) + " -S " + q(src) + " -B " + q(build) + " -DCMAKE_PREFIX_PATH=" + q(prefix()) +
+  must(env + " " + cmake + " -S " + q(src) + " -B " + q(build) + " -DCMAKE_PREFIX_PATH=" + q(prefix()) +
        " -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON" + launcher);
-  must(std::string(LOOM_CMAKE) + " --build " + q(build) + " -j 2");
+  must(env + " " + cmake + " --build " + q(build) + " -j 2");
 }
 
 // The template, copied out of the source tree and built against the prefix, once.
@@ -218,6 +221,82 @@ TEST_CASE("sdk/template builds out of tree from the prefix alone, with the ABI's
     CHECK_MESSAGE(exported(so) == std::vector<std::string>{"loom_plugin_init"}, name);
     CHECK_MESSAGE(needs_libtorch(so) == (std::string(name) == "example_model"), name);
   }
+}
+
+// A second LibTorch where CMake and the linker look first: a CMake package that stops any
+// configure using it, and libtorch.so / libc10.so / libtorch_cpu.so that define no LibTorch
+// symbol (so a plugin linked to them fails to link, and readelf would name their folder).
+const fs::path& decoy_libtorch() {
+  static const fs::path dir = [] {
+    const fs::path to = root() / "decoy-libtorch";
+    fs::create_directories(to / "lib");
+    fs::create_directories(to / "share" / "cmake" / "Torch");
+    std::ofstream(to / "share" / "cmake" / "Torch" / "TorchConfig.cmake")
+        << "message(FATAL_ERROR \"the decoy LibTorch's CMake package was used\")\n";
+    std::ofstream(to / "share" / "cmake" / "Torch" / "TorchConfigVersion.cmake")
+        << "set(PACKAGE_VERSION \"2.11.0\")\nset(PACKAGE_VERSION_COMPATIBLE TRUE)\n";
+    std::ofstream(to / "decoy.c") << "int loom_decoy_libtorch;\n";
+    for (const char* lib : {"libtorch.so", "libc10.so", "libtorch_cpu.so"})
+      must("cc -shared -fPIC -o " + q(to / "lib" / lib) + " " + q(to / "decoy.c"));
+    return to;
+  }();
+  return dir;
+}
+
+// The variables through which a build machine's own LibTorch would reach a plugin project.
+std::string decoy_env() {
+  const fs::path d = decoy_libtorch();
+  return "CMAKE_PREFIX_PATH=" + q(d) + " Torch_DIR=" + q(d / "share" / "cmake" / "Torch") +
+         " CMAKE_LIBRARY_PATH=" + q(d / "lib") + " LIBRARY_PATH=" + q(d / "lib");
+}
+
+// The system's CMake (Debian 12: 3.25, from tools/dev's packages), not Loom's own (4.x).
+const char* const kSystemCMake = "/usr/bin/cmake";
+
+TEST_CASE("the template builds with the system's CMake and ignores a second LibTorch on the search paths") {
+  REQUIRE_MESSAGE(fs::is_regular_file(kSystemCMake), "tools/dev installs Debian's cmake package");
+  MESSAGE("system CMake: " << must(std::string(kSystemCMake) + " --version").out.substr(0, 40));
+  const fs::path build = root() / "template-build-system-cmake";
+  build_against_prefix(template_src(), build, kSystemCMake, decoy_env());
+  check_only_prefix(build);
+  const fs::path so = build / "example_model.so";
+  const std::string link = read_file(build / "CMakeFiles" / "example_model.dir" / "link.txt");
+  const std::string host_torch = read_file(prefix() / "lib" / "cmake" / "Loom" / "LoomHostTorch.cmake");
+  CHECK_MESSAGE(contains(link, "/lib/libtorch_cpu.so"), link);
+  CHECK_MESSAGE(!contains(link, decoy_libtorch().string()), link);
+  CHECK_MESSAGE(!contains(must("readelf -d " + q(so)).out, decoy_libtorch().string()), so.string());
+  CHECK(!contains(read_file(build / "CMakeCache.txt"), "decoy LibTorch's CMake package was used"));
+  // The host loads all three, the torch-linked one with its own fingerprint.
+  const auto listing = plugins_json(q(build));
+  for (const char* name : {"example_tracker", "example_hook", "example_model"}) {
+    const auto p = plugin_named(listing, name);
+    REQUIRE_MESSAGE(!p.is_null(), name << " missing from " << listing.dump());
+    CHECK_MESSAGE(!p.contains("error"), p.dump());
+  }
+  CHECK(plugin_named(listing, "example_model").at("torch") == listing.at("host_torch"));
+}
+
+TEST_CASE("an optimizer written as sdk/README.md says (only <loom/optimizer.hpp>, at::NoGradGuard) builds and trains") {
+  const fs::path src = root() / "sign_descent";
+  fs::create_directories(src);
+  for (const char* f : {"CMakeLists.txt", "sign_descent.cpp"})
+    fs::copy_file(fs::path(LOOM_SOURCE_DIR) / "tests" / "sdk_install" / "sign_descent" / f, src / f,
+                  fs::copy_options::overwrite_existing);
+  build_against_prefix(src, src / "build", kSystemCMake);
+  check_only_prefix(src / "build");
+  const std::string path = q(src / "build") + ":" + q(template_build());
+  const fs::path runs = root() / "runs-sign-descent";
+  const auto r = must("LOOM_PLUGIN_PATH=" + path + " " + q(installed_host()) + " run " +
+                      q(template_src() / "template.toml") + " --set run.dir=\"" + runs.string() +
+                      "\" --set optimizer.use=\"sign_descent\" --set optimizer.lr=0.05");
+  const auto lines = lines_of(read_file(runs / "template" / "example_tracker.tsv"));
+  REQUIRE(lines.size() == 7);
+  double first = 0, last = 0;
+  long long step = 0;
+  std::istringstream(lines[1]) >> step >> first;
+  std::istringstream(lines.back()) >> step >> last;
+  CHECK(first > 4.0);
+  CHECK_MESSAGE(last < 0.5 * first, "sign_descent losses: " << first << " -> " << last);
 }
 
 TEST_CASE("the installed host lists, describes and trains with the template's plugins") {

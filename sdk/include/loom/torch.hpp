@@ -6,6 +6,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard, which sdk/README.md tells optimizers to use
 #include <torch/version.h>
 
 #include <loom/abi.h>
