@@ -209,6 +209,11 @@ std::optional<int64_t> verify_checkpoint(const fs::path& dir, std::string* why) 
     *why = "the folder is a symbolic link; name the folder it points to";
     return std::nullopt;
   }
+  if (!fs::is_directory(fs::symlink_status(dir, ec))) {
+    *why = fs::exists(fs::symlink_status(dir, ec)) ? "not a folder"
+                                                   : "no such folder (deleted, or rotated away by [checkpoint] keep)";
+    return std::nullopt;
+  }
   if (!fs::exists(fs::symlink_status(path, ec))) {
     *why = "no index.json (an interrupted save)";
     return std::nullopt;

@@ -9,6 +9,7 @@
 
 #include "base/cpu_threads.hpp"
 #include "base/failure.hpp"
+#include "base/writer_guard.hpp"
 #include "checkpoint/backend_from_index.hpp"
 #include "checkpoint/checkpoint_index.hpp"
 #include "checkpoint/sharded_checkpoint.hpp"
@@ -189,6 +190,7 @@ void CheckpointManager::write_part(const Snapshot& part, Communicator& comm, std
 }
 
 fs::path CheckpointManager::fresh_tmp_dir(int64_t step) {
+  check_still_writer();  // the debris below may be another run's save in progress otherwise
   const fs::path tmp_dir = dir_ / ("step-" + std::to_string(step) + ".tmp");
   std::error_code ec;
   fs::remove_all(tmp_dir, ec);  // debris of a save that crashed at this very step
@@ -216,6 +218,7 @@ void CheckpointManager::commit(const fs::path& tmp_dir, int64_t step, const std:
   try {
     fill();
     write_checkpoint_index(tmp_dir, step, {backend_.component().name, backend_.config().values});
+    check_still_writer();
     if (fs::exists(final_dir)) {
       // Only a run that resumed from an earlier step gets here; the old one is replaced.
       const fs::path old_dir = dir_ / ("step-" + std::to_string(step) + ".old");
@@ -227,6 +230,8 @@ void CheckpointManager::commit(const fs::path& tmp_dir, int64_t step, const std:
       fs::rename(tmp_dir, final_dir);
     }
     fsync_path(dir_);
+  } catch (const FolderLost&) {
+    throw;  // the folder is another run's now: its files, this tmp_dir's name included, are not ours to touch
   } catch (const fs::filesystem_error& e) {
     fs::remove_all(tmp_dir, ec);
     throw runtime_failure(std::string("checkpoint at step ") + std::to_string(step) + ": " + e.what());
@@ -237,14 +242,20 @@ void CheckpointManager::commit(const fs::path& tmp_dir, int64_t step, const std:
 }
 
 void CheckpointManager::rotate() {
+  check_still_writer();
   int64_t newer = 0;  // committed checkpoints newer than the one looked at
   for (const auto& [step, path] : step_dirs(dir_)) {
     if (!fs::exists(path / kCheckpointIndexName)) continue;  // not ours to delete
     const bool newest = newer++ < settings_.keep;
     const bool milestone = settings_.keep_every > 0 && step % settings_.keep_every == 0;
     if (newest || milestone) continue;
+    // Renamed first, then deleted: a reader (host eval) sees the whole checkpoint or none, and
+    // a reader that loses it finds the folder gone (checkpoint_gone) rather than half of it.
     std::error_code ec;
-    fs::remove_all(path, ec);
+    const fs::path doomed = path.string() + ".removed";
+    fs::remove_all(doomed, ec);
+    fs::rename(path, doomed, ec);
+    if (!ec) fs::remove_all(doomed, ec);
     if (ec) spdlog::warn("could not delete old checkpoint {}: {}", path.string(), ec.message());
   }
 }

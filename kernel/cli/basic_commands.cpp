@@ -15,6 +15,7 @@
 #include "base/failure.hpp"
 #include "base/log.hpp"
 #include "base/signals.hpp"
+#include "base/writer_guard.hpp"
 #include "config/manifest.hpp"
 #include "cli/run_folder.hpp"
 #include "cli/run_lock.hpp"
@@ -97,6 +98,8 @@ int command_run(const CommandLine& line) {
     s = train(loaded->plan, run_dir.string(), env, [&] {
       if (env.rank != 0) join_run_log(run_dir, env);
     });
+  } catch (const FolderLost&) {
+    throw;  // status.json is the other run's now
   } catch (const Failure& f) {
     if (env.rank == 0) write_run_status(run_dir, "failed", f.what());
     throw;

@@ -2,6 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
 #include "base/failure.hpp"
 #include "checkpoint/backend_from_index.hpp"
 #include "checkpoint/sharded_checkpoint.hpp"
@@ -30,6 +34,40 @@ fs::path choose_checkpoint(const RunPlan& plan, const fs::path& given, fs::path&
   searched = fs::path(plan.checkpoint.dir).is_absolute() ? fs::path(plan.checkpoint.dir) : run_dir / plan.checkpoint.dir;
   if (auto newest = newest_valid_checkpoint(searched)) return *newest;
   return {};
+}
+
+// Reads `checkpoint`. A live run's rotation ([checkpoint] keep) may delete it meanwhile; it
+// renames a checkpoint away whole before deleting it, so a failed read of a folder that is no
+// longer there was a rotation, not damage. Then the newest one is read instead where the user
+// asked for the newest (no --checkpoint), and said so; a named one is reported as removed.
+LoadedCheckpoint read_surviving_rotation(const RunPlan& plan, const fs::path& given, fs::path& checkpoint) {
+  constexpr int kAttempts = 5;
+  // Test support: LOOM_TEST_EVAL_READ_DELAY_MS waits between choosing and reading, so a test
+  // can have a live run rotate the chosen checkpoint away.
+  if (const char* ms = std::getenv("LOOM_TEST_EVAL_READ_DELAY_MS")) {
+    spdlog::info("LOOM_TEST_EVAL_READ_DELAY_MS: reading {} in {} ms", checkpoint.string(), ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(ms)));
+  }
+  for (int attempt = 1;; ++attempt) {
+    try {
+      const auto backend = open_backend(read_checkpoint_backend(checkpoint), *plan.registry, checkpoint);
+      return read_checkpoint(*backend, checkpoint);
+    } catch (const std::exception&) {
+      std::error_code ec;
+      if (fs::exists(checkpoint, ec) || ec) throw;  // still there: the error stands
+    }
+    const std::string removed = "checkpoint " + checkpoint.string() +
+                                " was removed while being read (a live run deletes checkpoints past [checkpoint] keep)";
+    if (!given.empty()) throw runtime_failure(removed + "; pass a newer one, or leave out --checkpoint for the newest");
+    fs::path searched;
+    const fs::path newest = choose_checkpoint(plan, given, searched);
+    if (newest.empty()) throw runtime_failure(removed + " and " + searched.string() + " holds no other valid checkpoint");
+    if (attempt == kAttempts)
+      throw runtime_failure(removed + ", " + std::to_string(kAttempts) + " times in a row; the newest is " +
+                            newest.string() + ": evaluate it with --checkpoint, or when the run is not saving");
+    spdlog::warn("{}; the newest is {}: evaluating that", removed, newest.filename().string());
+    checkpoint = newest;
+  }
 }
 
 }  // namespace
@@ -67,8 +105,7 @@ CheckpointEvaluation evaluate_checkpoint(const RunPlan& plan, const fs::path& gi
                  "[eval_data] {}, {} batches", searched.string(), model.component().name, data.component().name,
                  plan.eval.max_batches);
   } else {
-    const auto backend = open_backend(read_checkpoint_backend(out.checkpoint), *plan.registry, out.checkpoint);
-    const LoadedCheckpoint loaded = read_checkpoint(*backend, out.checkpoint);
+    const LoadedCheckpoint loaded = read_surviving_rotation(plan, given, out.checkpoint);
     out.step = read_restored_run(loaded, out.checkpoint.string()).step;
     prepare_for_restore(model, plan, loaded);
     restore_model(model, loaded, out.checkpoint.string());

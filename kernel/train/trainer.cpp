@@ -10,6 +10,7 @@
 
 #include "base/failure.hpp"
 #include "base/signals.hpp"
+#include "base/writer_guard.hpp"
 #include "checkpoint/sharded_checkpoint.hpp"
 #include "train/cuda_probe.hpp"
 #include "train/device.hpp"
@@ -165,6 +166,8 @@ TrainSummary Trainer::run() {
     fire(LOOM_EVENT_TRAIN_END);
     check_not_diverged();
     finish_trackers(SignalWatch::requested() != 0 ? LOOM_RUN_INTERRUPTED : LOOM_RUN_FINISHED, "");
+  } catch (const FolderLost&) {
+    throw;  // another run writes the folder now: no hook or tracker may record this run's end there
   } catch (const Failure& f) {
     events_->fire_exception(state_view(), f.what());
     finish_trackers_after_failure(f.what());
@@ -229,6 +232,7 @@ void Trainer::log_state_bytes() {
 }
 
 bool Trainer::end_of_step(loom_control requests, Prefetcher& prefetch) {
+  check_still_writer();  // before this step logs or saves anything into the run folder
   bool signalled = SignalWatch::requested() != 0;
   // A finite stream (ABI 1.7) with no batch for another step: its queued window ends fire
   // first, so what their hooks ask for (an evaluation) joins the agreement below.
