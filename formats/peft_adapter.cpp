@@ -5,20 +5,11 @@
 #include "files.hpp"
 #include "format_error.hpp"
 #include "hf_folder.hpp"
+#include "peft_fields.hpp"
 
 namespace loom::formats {
 
 bool is_peft_folder(const std::string& dir) { return is_regular_file(join(dir, kPeftConfig)); }
-
-namespace {
-
-// A field PEFT leaves null or empty when it is off; anything else is a feature Loom lacks.
-bool unset(const nlohmann::json& config, const char* key) {
-  const auto it = config.find(key);
-  return it == config.end() || it->is_null() || (it->is_object() && it->empty()) || (it->is_boolean() && !it->get<bool>());
-}
-
-}  // namespace
 
 namespace {
 
@@ -28,6 +19,7 @@ PeftLoraConfig lora_config_of(const nlohmann::json& c, const std::string& path) 
   if (c.value("peft_type", std::string()) != "LORA")
     fail(path, "peft_type is " + (c.contains("peft_type") ? c["peft_type"].dump() : std::string("missing")) +
                    "; Loom loads LoRA adapters (\"LORA\") only");
+  check_peft_lora_fields(c, path);  // every other field: read below, harmless, or refused by name
   PeftLoraConfig out;
   if (!c.contains("r") || !c["r"].is_number_integer() || c["r"].get<int64_t>() < 1 || c["r"].get<int64_t>() > 65536)
     fail(path, "r must be an integer in [1, 65536]");
@@ -47,9 +39,6 @@ PeftLoraConfig lora_config_of(const nlohmann::json& c, const std::string& path) 
   if (c.contains("base_model_name_or_path") && c["base_model_name_or_path"].is_string())
     out.base_model = c["base_model_name_or_path"].get<std::string>();
   if (c.contains("bias") && c["bias"] != "none") fail(path, "bias is " + c["bias"].dump() + "; Loom loads bias = \"none\" only");
-  for (const char* key : {"use_dora", "use_rslora", "rank_pattern", "alpha_pattern", "modules_to_save",
-                          "layers_to_transform"})
-    if (!unset(c, key)) fail(path, std::string(key) + " is set; Loom loads plain LoRA adapters without it");
   return out;
 }
 

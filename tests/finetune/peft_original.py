@@ -8,6 +8,10 @@ tools/python-requirements.txt pins), on base folders that transformers itself sa
       which would hide a wrong B), so every adapted layer changes the logits
   peft_original.py logits --model BASE --adapter DIR --ids "1,2;3,4" --out FILE
       {"logits": ...}: PeftModel.from_pretrained on the base, run in float64, eager attention
+  peft_original.py fields --out FILE
+      {"fields": [every LoraConfig field], "saved": adapter_config.json of a default LoraConfig}
+  peft_original.py config --out DIR [--set KEY=JSON ...]
+      a LoraConfig (r 4, q_proj) with those fields, saved by peft's own save_pretrained
 """
 import argparse
 import json
@@ -51,6 +55,23 @@ def logits(args):
         json.dump({"logits": out.tolist(), "peft": peft.__version__}, f)
 
 
+def fields(args):
+    import dataclasses
+    config = peft.LoraConfig(r=4, target_modules=["q_proj"])
+    saved = json.loads(json.dumps(config.to_dict(), default=lambda v: sorted(v) if isinstance(v, set) else str(v)))
+    with open(args.out, "w") as f:
+        json.dump({"fields": [field.name for field in dataclasses.fields(peft.LoraConfig)], "saved": saved,
+                   "peft": peft.__version__}, f)
+
+
+def config(args):
+    settings = dict(r=4, target_modules=["q_proj"])
+    for item in args.set or []:
+        key, value = item.split("=", 1)
+        settings[key] = json.loads(value)
+    peft.LoraConfig(**settings).save_pretrained(args.out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="command", required=True)
@@ -66,8 +87,13 @@ def main():
     lg.add_argument("--adapter", required=True)
     lg.add_argument("--ids", required=True)
     lg.add_argument("--out", required=True)
+    fl = sub.add_parser("fields")
+    fl.add_argument("--out", required=True)
+    cf = sub.add_parser("config")
+    cf.add_argument("--out", required=True)
+    cf.add_argument("--set", action="append")
     args = ap.parse_args()
-    {"write": write, "logits": logits}[args.command](args)
+    {"write": write, "logits": logits, "fields": fields, "config": config}[args.command](args)
     return 0
 
 
