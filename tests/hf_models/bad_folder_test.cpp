@@ -175,6 +175,8 @@ TEST_CASE("config.json that Loom cannot honour is refused by key") {
           {"\"layer_types\"", "sliding_attention", "LlamaForCausalLM"});
   refused(run_from(with("layer_count", {{"layer_types", {"full_attention"}}})), {"\"layer_types\"", "one attention kind per layer"});
   refused(run_from(with("act", {{"hidden_act", "gelu"}})), {"\"hidden_act\"", "gelu"});
+  refused(run_from(with("pad", {{"pad_token_id", 100000}})), {"\"pad_token_id\"", "not a row of the"});
+  refused(run_from(with("pad_text", {{"pad_token_id", "<pad>"}})), {"\"pad_token_id\"", "not a row of the"});
   refused(run_from(with("heads", {{"num_attention_heads", -4}})), {"\"num_attention_heads\"", "positive integer"});
   refused(run_from(with("long", {{"max_position_embeddings", 8}})), {"seq_len 16", "max_position_embeddings"});
   const fs::path none = write_tiny_llama(root / "no_config");

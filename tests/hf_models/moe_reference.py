@@ -21,7 +21,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from transformers_reference import (add_model_command, add_write_command, parse_ids,  # noqa: E402
+from transformers_reference import (add_model_command, add_write_command, padding, parse_ids,  # noqa: E402
                                     respell_as_transformers4)
 
 COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -45,7 +45,7 @@ ARCHS = {
 def write(args):
     config_class, model_class, extra = ARCHS[args.arch]
     torch.manual_seed(args.seed)
-    config = getattr(transformers, config_class)(**COMMON, **extra)
+    config = getattr(transformers, config_class)(**COMMON, **extra, **padding(args))
     getattr(transformers, model_class)(config).save_pretrained(args.out)
     if args.spelling == "v4":
         path = os.path.join(args.out, "config.json")

@@ -163,6 +163,44 @@ TEST_CASE("gradients, greedy generation and the export read back equal transform
   }
 }
 
+// Issue 49: the Llama family's modeling code builds its embedding with padding_idx =
+// pad_token_id, so the padding token's row gets no gradient from the lookup; Loom's moved.
+// Ids that hold the padding token, gradients against transformers' own.
+TEST_CASE("the padding token's embedding row gets no gradient, as transformers' padding_idx gives") {
+  const fs::path root = tmp_dir("transformers5-padding");
+  constexpr int64_t kPad = 5;
+  at::Tensor ids = tokens(2, 12, 64, 17);
+  ids.index_put_({0, 2}, kPad);
+  ids.index_put_({1, 7}, kPad);
+  if (ids[0][0].item<int64_t>() == kPad) ids.index_put_({0, 0}, kPad + 1);  // a token that is not padding
+  const at::Tensor targets = tokens(2, 12, 64, 18);
+  for (const char* arch : {"llama3", "qwen3", "mistral"}) {
+    const std::string name = arch;
+    CAPTURE(name);
+    const fs::path dir = root / name;
+    run_reference(kScript, "write --arch " + name + " --out " + dir.string() + " --seed 9 --pad-token-id " +
+                               std::to_string(kPad));
+    auto model = make_model("hf_causal_lm", toml::table{{"from", dir.string()}, {"seq_len", 16}});
+    model->set_training(true);
+    const nlohmann::json ref = reference_json(
+        kScript, "grads --model " + dir.string() + " --ids " + ids_text(ids) + " --targets " + ids_text(targets),
+        dir / "grads.json");
+    model->loss_sum(ids, targets).backward();
+    size_t compared = 0;
+    const double worst = worst_gradient_error(model->params(), ref["grads"], compared);
+    CHECK(compared == ref["grads"].size());
+    MESSAGE(name << " with pad_token_id " << kPad << ": max relative gradient error " << worst);
+    CHECK(worst < 1e-5);
+    const at::Tensor ref_rows = as_tensor(ref["grads"]["model.embed_tokens.weight"]);
+    CHECK(ref_rows[kPad].abs().max().item<double>() == 0.0);  // what transformers does
+    for (const auto& p : model->params())
+      if (p.name == "model.embed_tokens.weight") {
+        CHECK(p.tensor->grad()[kPad].abs().max().item<double>() == 0.0);
+        CHECK(p.tensor->grad()[ids[0][0].item<int64_t>()].abs().max().item<double>() > 0.0);
+      }
+  }
+}
+
 // The report behind issue 35 saw the mis-load in sharded bf16 runs too. The same folders through
 // two ranks with [distributed] shard = "parameters" read the same model as one process (whose
 // logits the cases above hold to transformers): the first step's loss equals the single

@@ -68,7 +68,7 @@ def write(args):
         config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64,
                                          initializer_range=0.2, bos_token_id=0, eos_token_id=0)
     else:
-        config = getattr(transformers, config_class)(**COMMON, **extra)
+        config = getattr(transformers, config_class)(**COMMON, **extra, **padding(args))
     model = getattr(transformers, model_class)(config)
     model.save_pretrained(args.out)
     if args.spelling == "v4":
@@ -141,7 +141,14 @@ def add_write_command(sub, archs):
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--spelling", choices=("v5", "v4"), default="v5",
                    help="v4: rewrite config.json in transformers 4's spelling after saving")
+    w.add_argument("--pad-token-id", type=int, default=None,
+                   help="config.pad_token_id (the Llama family's embedding padding_idx)")
     return w
+
+
+def padding(args):
+    """The config keyword for --pad-token-id, if given."""
+    return {} if args.pad_token_id is None else {"pad_token_id": args.pad_token_id}
 
 
 def add_model_command(sub, name, *required):

@@ -327,6 +327,19 @@ MoeSpec moe_from(const Keys& keys, HfArchitecture arch, int64_t n_layer, int64_t
   return m;
 }
 
+// The Llama family's modeling code builds nn.Embedding(vocab, hidden, padding_idx = pad_token_id):
+// that row gets no gradient. A negative id counts from the end, as nn.Embedding does; one
+// outside the table makes transformers refuse the model, and Loom too.
+int64_t padding_row(const Keys& keys, int64_t vocab_size) {
+  if (!keys.has("pad_token_id")) return -1;
+  const nlohmann::json& pad = keys.at("pad_token_id");
+  if (!pad.is_number_integer() || pad.get<int64_t>() < -vocab_size || pad.get<int64_t>() >= vocab_size)
+    keys.fail("pad_token_id", "is " + pad.dump() + ", not a row of the " + std::to_string(vocab_size) +
+                                  "-token embedding (transformers refuses it as padding_idx too)");
+  const int64_t id = pad.get<int64_t>();
+  return id < 0 ? id + vocab_size : id;
+}
+
 LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, int64_t seq_len) {
   const Keys keys(hf.config, path);
   const HfArchitecture arch = attention_family(hf.architecture);
@@ -352,6 +365,7 @@ LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, i
   s.rms_norm_eps = keys.number("rms_norm_eps", 1e-6);
   s.tie_embeddings = keys.flag("tie_word_embeddings", false);
   s.init_std = keys.number("initializer_range", 0.02);
+  s.padding_idx = padding_row(keys, s.vocab_size);
   const std::string act = keys.text("hidden_act", "silu");
   if (act != "silu") keys.fail("hidden_act", "is \"" + act + "\"; the Llama family here computes silu (SwiGLU)");
   if (keys.flag("mlp_bias", false)) keys.fail("mlp_bias", "is true; Loom's Llama MLP has no biases");

@@ -243,7 +243,7 @@ class LlamaModel : public CausalLm {
   at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const override {
     routers_.clear();
     chosen_.clear();
-    at::Tensor x = tp::embedding(embed_, inputs, tp_);  // (B, T, C)
+    at::Tensor x = tp::embedding(embed_, inputs, tp_, s_.padding_idx);  // (B, T, C)
     for (size_t i = 0; i < layers_.size(); ++i) {
       // By value: a recomputed layer runs again in backward, after this call has returned.
       // Its outputs: (B, T, C), and a sparse layer's router logits and chosen experts.

@@ -26,6 +26,9 @@ struct LlamaSpec {
   double rope_theta = 10000.0, rms_norm_eps = 1e-5, dropout = 0.0, init_std = 0.02;
   RopeScaling rope_scaling;
   bool tie_embeddings = false;
+  // The embedding row of the padding token, which gets no gradient from the lookup (Hugging
+  // Face's nn.Embedding(padding_idx = pad_token_id)); -1: none.
+  int64_t padding_idx = -1;
   bool qkv_bias = false;  // biases on q, k and v projections (Qwen2; attention_bias)
   bool o_bias = false;    // a bias on o_proj (attention_bias in Llama, Mistral, Qwen3)
   bool qk_norm = false;   // RMSNorm over each head of q and k before the rotation (Qwen3)

@@ -100,12 +100,17 @@ inline at::Tensor gather_last_dim(const at::Tensor& x, const Group& g) {
 
 // A lookup in a table cut along its rows: this rank's piece (V / T, C) holds the rows
 // start .. start + V / T - 1. ids: any shape -> (..., C), the same on every rank.
-inline at::Tensor embedding(const at::Tensor& piece, const at::Tensor& ids, const Group& g) {
-  if (!g.split()) return at::embedding(piece, ids);
+// padding_idx (a row of the whole table, or -1): that row gets no gradient from the lookup, as
+// torch.nn.Embedding's padding_idx (Hugging Face builds the Llama family's with pad_token_id).
+inline at::Tensor embedding(const at::Tensor& piece, const at::Tensor& ids, const Group& g, int64_t padding_idx = -1) {
+  if (!g.split()) return at::embedding(piece, ids, padding_idx);
   const int64_t rows = piece.size(0);
+  const int64_t local_padding = padding_idx >= g.rank * rows && padding_idx < (g.rank + 1) * rows
+                                    ? padding_idx - g.rank * rows : -1;
   const at::Tensor local = ids - g.rank * rows;
   const at::Tensor mine = local.ge(0).logical_and(local.lt(rows));
-  const at::Tensor found = at::embedding(piece, local.clamp(0, rows - 1)) * mine.unsqueeze(-1).to(piece.scalar_type());
+  const at::Tensor found =
+      at::embedding(piece, local.clamp(0, rows - 1), local_padding) * mine.unsqueeze(-1).to(piece.scalar_type());
   return leave(found, g);
 }
 
