@@ -176,9 +176,23 @@ TEST_CASE("config.json that Loom cannot honour is refused by key") {
   refused(run_from(with("layer_count", {{"layer_types", {"full_attention"}}})), {"\"layer_types\"", "one attention kind per layer"});
   refused(run_from(with("act", {{"hidden_act", "gelu"}})), {"\"hidden_act\"", "gelu"});
   refused(run_from(with("pad", {{"pad_token_id", 100000}})), {"\"pad_token_id\"", "not a row of the"});
+  // Issue 49: tied by the config, yet the weights hold a head of their own (transformers keeps it).
+  refused(run_from(with("tied_stored_head", {{"tie_word_embeddings", true}})),
+          {"tie_word_embeddings", "lm_head.weight that differs from model.embed_tokens.weight"});
   refused(run_from(with("pad_text", {{"pad_token_id", "<pad>"}})), {"\"pad_token_id\"", "not a row of the"});
   refused(run_from(with("heads", {{"num_attention_heads", -4}})), {"\"num_attention_heads\"", "positive integer"});
   refused(run_from(with("long", {{"max_position_embeddings", 8}})), {"seq_len 16", "max_position_embeddings"});
+  {  // a stored head equal to the embedding is the tied head itself, as many Hub files carry it
+    const fs::path f = write_tiny_llama(root / "tied_equal_head");
+    auto tensors = tiny_llama_tensors();
+    tensors.back().second = tensors.front().second.clone();  // lm_head.weight := model.embed_tokens.weight
+    write_tensors(f / "model.safetensors", tensors);
+    nlohmann::json config = tiny_llama_config();
+    config["tie_word_embeddings"] = true;
+    write_json_file(f / "config.json", config);
+    const auto r = run_from(f);
+    CHECK_MESSAGE(r.code == 0, r.err);
+  }
   const fs::path none = write_tiny_llama(root / "no_config");
   fs::remove(none / "config.json");
   refused(run_from(none), {"config.json", "Hugging Face model folder"});

@@ -69,6 +69,7 @@ class HfCausalLm final : public loom::Model {
       // Hub GPT-2 files often store the base model's names ("h.0...") and its attention mask buffers.
       rules.optional_prefixes = {"transformer."};
       rules.ignored_suffixes = {".attn.bias", ".attn.masked_bias", "lm_head.weight"};
+      tied_ = true;
     } else {
       LlamaSpec spec = llama_spec_from_hf(hf_, config_path, seq_len);
       spec.dropout = c.f64("dropout");
@@ -79,6 +80,7 @@ class HfCausalLm final : public loom::Model {
       // Buffers some checkpoints carry beside the parameters: rotary tables, a tied output layer.
       rules.ignored_suffixes = {".rotary_emb.inv_freq"};
       if (spec.tie_embeddings) rules.ignored_suffixes.push_back("lm_head.weight");
+      tied_ = spec.tie_embeddings;
     }
     adopt_params(*inner_);
     if (const auto* lm = dynamic_cast<const CausalLm*>(inner_.get()))
@@ -125,9 +127,26 @@ class HfCausalLm final : public loom::Model {
   }
 
  private:
+  // A tied model computes its logits through the embedding. transformers 5 keeps a stored
+  // lm_head.weight that differs from the embedding (untied, with a warning) even when the config
+  // says tie_word_embeddings; dropping it would compute another model, so that is refused.
+  void check_stored_head(const loom::formats::HfWeightSource& source) const {
+    if (!tied_ || !source.has("lm_head.weight")) return;
+    for (const char* embedding : {"model.embed_tokens.weight", "transformer.wte.weight", "wte.weight"}) {
+      if (!source.has(embedding)) continue;
+      const at::Tensor head = source.view("lm_head.weight"), table = source.view(embedding);
+      if (head.sizes() == table.sizes() && head.scalar_type() == table.scalar_type() && at::equal(head, table)) return;
+      throw loom::Error("hf_causal_lm: " + dir_ + ": config.json says tie_word_embeddings, but the weights hold an "
+                        "lm_head.weight that differs from " + std::string(embedding) + "; transformers keeps that "
+                        "head untied, Loom would drop it. Set \"tie_word_embeddings\": false in config.json to load "
+                        "the stored head, or remove lm_head.weight to tie", LOOM_STATUS_CODE_INVALID_ARGUMENT);
+    }
+  }
+
   void load(const loom::formats::LoadRules& rules) {
     try {
       const loom::formats::HfWeightSource source(dir_);
+      check_stored_head(source);
       // Under tensor parallelism this rank's pieces of the split weights (loom/tensor_parallel.hpp).
       loom::formats::TensorSplits split;
       for (const SplitOf& p : splits())
@@ -141,14 +160,30 @@ class HfCausalLm final : public loom::Model {
                   "strict = false: loaded " + std::to_string(report.loaded) + " tensors from " + dir_ + "; " +
                       report.summary() + " (the rest keep their random initialisation)");
     } catch (const loom::formats::FormatError& e) {
-      throw loom::Error(std::string("hf_causal_lm: ") + e.what(), e.kind() == loom::formats::FormatError::Kind::io
-                                                                      ? LOOM_STATUS_CODE_INTERNAL
-                                                                      : LOOM_STATUS_CODE_INVALID_ARGUMENT);
+      throw loom::Error(std::string("hf_causal_lm: ") + e.what() + config_keys_behind(e.what()),
+                        e.kind() == loom::formats::FormatError::Kind::io ? LOOM_STATUS_CODE_INTERNAL
+                                                                         : LOOM_STATUS_CODE_INVALID_ARGUMENT);
     }
+  }
+
+  // Weights that do not fit usually mean a config.json key that sizes or places them (left out,
+  // so the family's default applies, or wrong): name the keys behind the tensors the error lists.
+  static std::string config_keys_behind(const std::string& message) {
+    std::string keys;
+    const auto add = [&](const char* tensor_part, const char* names) {
+      if (message.find(tensor_part) != std::string::npos && keys.find(names) == std::string::npos)
+        keys += (keys.empty() ? "" : "; ") + std::string(names);
+    };
+    add(".mlp.experts.", "mlp_only_layers and decoder_sparse_step (which layers are mixtures of experts)");
+    add(".mlp.gate.weight", "mlp_only_layers and decoder_sparse_step (which layers are mixtures of experts)");
+    add("shared_expert", "shared_expert_intermediate_size");
+    add("_proj.weight", "num_key_value_heads, head_dim and intermediate_size (the projections' shapes)");
+    return keys.empty() ? "" : " (config.json's keys behind these tensors: " + keys + ")";
   }
 
   std::string dir_;
   int64_t tp_rank_ = 0, tp_size_ = 1;  // the tensor-parallel group (loom::Context)
+  bool tied_ = false;                   // logits through the input embedding (check_stored_head)
   HfModelConfig hf_;
   std::unique_ptr<loom::Model> inner_;
 };

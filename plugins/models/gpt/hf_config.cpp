@@ -39,6 +39,33 @@ HfArchitecture attention_family(HfArchitecture arch) {
   }
 }
 
+// transformers 5.24's defaults, family by family, for the keys that a config.json may leave out
+// and that Loom reads with a default (each *Config class's __init__: MixtralConfig's
+// rms_norm_eps and rope theta differ, and the key/value heads, head size and context length
+// vary). One default for all once loaded Mixtral folders as another model. transformers5_test
+// ("a config.json without ...") removes each key from folders transformers saved and compares.
+struct FamilyDefaults {
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  int64_t kv_heads = 0;  // 0: num_attention_heads (LlamaConfig)
+  int64_t head_dim = 0;  // 0: hidden_size / num_attention_heads
+  int64_t max_positions = 2048;
+};
+
+FamilyDefaults family_defaults(HfArchitecture arch) {
+  switch (arch) {
+    case HfArchitecture::mistral: return {1e-6, 10000.0, 8, 0, 131072};
+    case HfArchitecture::qwen2: return {1e-6, 10000.0, 32, 0, 32768};
+    case HfArchitecture::qwen3: return {1e-6, 10000.0, 32, 128, 32768};
+    case HfArchitecture::qwen2_moe: return {1e-6, 10000.0, 16, 0, 32768};
+    case HfArchitecture::qwen3_moe: return {1e-6, 10000.0, 4, 0, 32768};
+    case HfArchitecture::mixtral: return {1e-5, 1e6, 8, 0, 131072};
+    case HfArchitecture::llama:
+    case HfArchitecture::gpt2: break;  // GPT-2 reads none of these (gpt_spec_from_hf)
+  }
+  return {};
+}
+
 std::string supported_list() {
   std::string out;
   for (const Known& k : kArchitectures) out += std::string(out.empty() ? "" : ", ") + k.name;
@@ -165,9 +192,9 @@ constexpr const char* kRopeParameterFields[] = {"rope_type", "type", "rope_theta
 // transformers 5 writes one rope_parameters object ({"rope_type", "rope_theta", the scaling
 // fields}) and no top-level rope_theta, so reading only the old keys would silently fall back
 // to theta 10000 and compute another model. Both spellings at once must agree.
-void read_rope(const Keys& keys, int64_t max_positions, double& theta, RopeScaling& scaling) {
+void read_rope(const Keys& keys, int64_t max_positions, double default_theta, double& theta, RopeScaling& scaling) {
   if (!keys.has("rope_parameters")) {
-    theta = keys.number("rope_theta", 10000.0);
+    theta = keys.number("rope_theta", default_theta);
     scaling = RopeScaling{};
     if (keys.has("rope_scaling")) {
       if (!keys.at("rope_scaling").is_object()) keys.fail("rope_scaling", "must be an object or null");
@@ -200,17 +227,19 @@ void read_rope(const Keys& keys, int64_t max_positions, double& theta, RopeScali
 }
 
 // The sliding window of each layer, as transformers builds it for the family:
-//   Mistral: sliding_window (4096 when absent, none when null) on every layer; MistralConfig
+//   Mistral: sliding_window (4096 when absent, none when null; Mixtral none when absent) on every layer; MistralConfig
 //     ignores layer_types (it warns), and so does this;
 //   Qwen2, Qwen3: none unless use_sliding_window; then layer_types when given (transformers 5
 //     writes it), else the layers from max_window_layers (default 28) on, as their configs do;
 //   Llama: none; sliding_attention in its layer_types is refused (LlamaForCausalLM has no window).
 // Returns one entry per layer (0: full attention), or none when no layer has a window.
 std::vector<int64_t> sliding_windows(const Keys& keys, HfArchitecture arch, int64_t n_layer) {
+  const bool mixtral = arch == HfArchitecture::mixtral;  // MixtralConfig's default is no window
   arch = attention_family(arch);
   constexpr int64_t kDefaultWindow = 4096;  // MistralConfig, Qwen2Config and Qwen3Config's default
-  const auto window_or_none = [&](int64_t& window) {  // false: sliding_window is null
+  const auto window_or_none = [&](int64_t& window) {  // false: sliding_window is null (or absent in Mixtral)
     if (keys.j().contains("sliding_window") && keys.j().at("sliding_window").is_null()) return false;
+    if (mixtral && !keys.has("sliding_window")) return false;
     window = keys.positive("sliding_window", kDefaultWindow);
     return true;
   };
@@ -277,8 +306,9 @@ HfModelConfig read_hf_config(const std::string& dir) {
   if (model_type != known->model_type)
     keys.fail("model_type", "is \"" + model_type + "\" but " + known->name + " has model_type \"" +
                                 known->model_type + "\"");
-  out.max_positions = known->architecture == HfArchitecture::gpt2 ? keys.positive("n_positions", 1024)
-                                                                   : keys.positive("max_position_embeddings", 2048);
+  out.max_positions = known->architecture == HfArchitecture::gpt2
+                          ? keys.positive("n_positions", 1024)
+                          : keys.positive("max_position_embeddings", family_defaults(known->architecture).max_positions);
   return out;
 }
 
@@ -311,7 +341,8 @@ MoeSpec moe_from(const Keys& keys, HfArchitecture arch, int64_t n_layer, int64_t
   }
   m.expert_hidden = keys.positive("moe_intermediate_size");
   m.norm_topk_prob = keys.flag("norm_topk_prob", false);
-  if (arch == HfArchitecture::qwen2_moe) m.shared_hidden = keys.count("shared_expert_intermediate_size", 0);
+  if (arch == HfArchitecture::qwen2_moe)  // Qwen2MoeConfig's default when left out: 5632
+    m.shared_hidden = keys.count("shared_expert_intermediate_size", 5632);
   const int64_t step = keys.positive("decoder_sparse_step", 1);
   for (int64_t i = 0; i < n_layer; ++i) m.sparse[static_cast<size_t>(i)] = (i + 1) % step == 0;
   if (keys.has("mlp_only_layers")) {
@@ -343,17 +374,18 @@ int64_t padding_row(const Keys& keys, int64_t vocab_size) {
 LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, int64_t seq_len) {
   const Keys keys(hf.config, path);
   const HfArchitecture arch = attention_family(hf.architecture);
+  const FamilyDefaults defaults = family_defaults(hf.architecture);
   LlamaSpec s;
   s.component = "hf_causal_lm";
   s.vocab_size = keys.positive("vocab_size");
   s.n_embd = keys.positive("hidden_size");
   s.n_layer = keys.positive("num_hidden_layers");
   s.n_head = keys.positive("num_attention_heads");
-  s.n_kv_head = keys.positive("num_key_value_heads", s.n_head);
+  s.n_kv_head = keys.positive("num_key_value_heads", defaults.kv_heads > 0 ? defaults.kv_heads : s.n_head);
   s.ffn_hidden = keys.positive("intermediate_size");
-  // Qwen3 gives head_dim apart from hidden_size / heads; the others may give it too.
-  if (keys.has("head_dim")) {
-    s.head_dim = keys.positive("head_dim");
+  // Qwen3 gives head_dim apart from hidden_size / heads (128 when left out); the others may give it too.
+  if (keys.has("head_dim") || defaults.head_dim > 0) {
+    s.head_dim = keys.positive("head_dim", defaults.head_dim);
   } else {
     if (s.n_embd % s.n_head != 0)
       keys.fail("hidden_size", "must be a multiple of num_attention_heads when head_dim is not given");
@@ -361,13 +393,14 @@ LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, i
   }
   if (s.n_head % s.n_kv_head != 0) keys.fail("num_key_value_heads", "must divide num_attention_heads");
   s.seq_len = seq_len;
-  read_rope(keys, hf.max_positions, s.rope_theta, s.rope_scaling);
-  s.rms_norm_eps = keys.number("rms_norm_eps", 1e-6);
+  read_rope(keys, hf.max_positions, defaults.rope_theta, s.rope_theta, s.rope_scaling);
+  s.rms_norm_eps = keys.number("rms_norm_eps", defaults.rms_norm_eps);
   s.tie_embeddings = keys.flag("tie_word_embeddings", false);
   s.init_std = keys.number("initializer_range", 0.02);
   s.padding_idx = padding_row(keys, s.vocab_size);
-  const std::string act = keys.text("hidden_act", "silu");
-  if (act != "silu") keys.fail("hidden_act", "is \"" + act + "\"; the Llama family here computes silu (SwiGLU)");
+  const std::string act = keys.text("hidden_act", "silu");  // transformers' "swish" is the same SiLU
+  if (act != "silu" && act != "swish")
+    keys.fail("hidden_act", "is \"" + act + "\"; the Llama family here computes silu (SwiGLU)");
   if (keys.flag("mlp_bias", false)) keys.fail("mlp_bias", "is true; Loom's Llama MLP has no biases");
   if (hf.architecture == HfArchitecture::qwen2_moe) {
     s.qkv_bias = keys.flag("qkv_bias", true);  // transformers 5's Qwen2MoeConfig; never an o_proj bias
@@ -396,9 +429,9 @@ GptSpec gpt_spec_from_hf(const HfModelConfig& hf, const std::string& path, int64
   s.seq_len = seq_len;
   s.layer_norm_eps = keys.number("layer_norm_epsilon", 1e-5);
   s.init_std = keys.number("initializer_range", 0.02);
-  // gelu_new and gelu_pytorch_tanh are the same tanh approximation.
+  // gelu_new, gelu_pytorch_tanh and gelu_fast are the same tanh approximation.
   const std::string act = keys.text("activation_function", "gelu_new");
-  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu_fast")
     keys.fail("activation_function", "is \"" + act + "\"; Loom's GPT-2 computes gelu_new (the tanh approximation)");
   if (!keys.flag("tie_word_embeddings", true))
     keys.fail("tie_word_embeddings", "is false; Loom's GPT-2 computes logits through the input embedding");
