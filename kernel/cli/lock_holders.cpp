@@ -14,11 +14,6 @@ namespace fs = std::filesystem;
 namespace loom {
 namespace {
 
-std::string user_name(uid_t uid) {
-  if (const passwd* pw = ::getpwuid(uid)) return pw->pw_name;
-  return "uid " + std::to_string(uid);
-}
-
 // The real uid of a live process, from /proc/PID/status.
 std::optional<uid_t> process_uid(int pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -37,6 +32,11 @@ std::optional<int> pid_of(const std::string& name) {
 }
 
 }  // namespace
+
+std::string user_name(uid_t uid) {
+  if (const passwd* pw = ::getpwuid(uid)) return pw->pw_name;
+  return "uid " + std::to_string(uid);
+}
 
 std::optional<int> flock_holder(int fd) {
   struct stat st {};

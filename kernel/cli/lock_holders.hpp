@@ -3,12 +3,17 @@
 // where it is not readable the answers are empty and the callers fall back to the file's text.
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace loom {
+
+// A user's name ("uid N" when the system has none for it).
+std::string user_name(uid_t uid);
 
 // The pid holding an flock(2) on the file open as fd (from /proc/locks), if this machine knows.
 std::optional<int> flock_holder(int fd);

@@ -1,7 +1,6 @@
 #include "cli/run_lock.hpp"
 
 #include <fcntl.h>
-#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,11 +28,6 @@ std::string this_host() {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0) return "an unknown host";
   return name;
-}
-
-std::string user_name(uid_t uid) {
-  if (const passwd* pw = ::getpwuid(uid)) return pw->pw_name;
-  return "uid " + std::to_string(uid);
 }
 
 // Opens the lock file, creating it readable by this user alone, and checks that it is this
