@@ -250,7 +250,8 @@ void CheckpointManager::rotate() {
     const bool milestone = settings_.keep_every > 0 && step % settings_.keep_every == 0;
     if (newest || milestone) continue;
     // Renamed first, then deleted: a reader (host eval) sees the whole checkpoint or none, and
-    // a reader that loses it finds the folder gone (checkpoint_gone) rather than half of it.
+    // a reader that loses it finds the folder gone rather than half of it (host eval then reads
+    // the newest: read_surviving_rotation in train/evaluate_checkpoint.cpp).
     std::error_code ec;
     const fs::path doomed = path.string() + ".removed";
     fs::remove_all(doomed, ec);
