@@ -21,21 +21,21 @@ constexpr PeftField kFields[] = {
     {"inference_mode", Use::harmless, "whether peft froze the adapter; the host's [lora] decides"},
     {"r", Use::read, ""},
     {"target_modules", Use::read, ""},
-    {"exclude_modules", Use::off_only, "leaves some target_modules matches unadapted"},
+    {"exclude_modules", Use::off_only, "it leaves some target_modules matches unadapted"},
     {"lora_alpha", Use::read, ""},
     {"lora_dropout", Use::read, ""},
     {"fan_in_fan_out", Use::read, ""},
     {"bias", Use::read, ""},
-    {"use_rslora", Use::off_only, "scales by lora_alpha / sqrt(r) instead of lora_alpha / r"},
-    {"modules_to_save", Use::off_only, "replaces whole modules with trained copies"},
+    {"use_rslora", Use::off_only, "rsLoRA scales by lora_alpha / sqrt(r) instead of lora_alpha / r"},
+    {"modules_to_save", Use::off_only, "it replaces whole modules with trained copies"},
     {"init_lora_weights", Use::init_kind, ""},
-    {"layers_to_transform", Use::off_only, "adapts only the listed layers"},
+    {"layers_to_transform", Use::off_only, "it adapts only the listed layers"},
     {"layers_pattern", Use::harmless, "read by peft only with layers_to_transform, which is refused"},
-    {"rank_pattern", Use::off_only, "gives some modules another rank"},
-    {"alpha_pattern", Use::off_only, "gives some modules another lora_alpha"},
-    {"megatron_config", Use::off_only, "builds Megatron's parallel LoRA layers"},
+    {"rank_pattern", Use::off_only, "it gives some modules another rank"},
+    {"alpha_pattern", Use::off_only, "it gives some modules another lora_alpha"},
+    {"megatron_config", Use::off_only, "it builds Megatron's parallel LoRA layers"},
     {"megatron_core", Use::harmless, "read by peft only with megatron_config, which is refused"},
-    {"trainable_token_indices", Use::off_only, "trains embedding rows of chosen tokens"},
+    {"trainable_token_indices", Use::off_only, "it trains embedding rows of chosen tokens"},
     {"loftq_config", Use::off_only, "LoftQ replaces the base weights by quantized ones"},
     {"eva_config", Use::harmless, "how EVA initialises A from activations; the file holds the trained A"},
     {"corda_config", Use::harmless, "read by peft only with init_lora_weights = \"corda\", which is refused"},
@@ -47,14 +47,14 @@ constexpr PeftField kFields[] = {
     {"use_qalora", Use::off_only, "QA-LoRA pools the input in groups before A"},
     {"qalora_group_size", Use::harmless, "read by peft only with use_qalora, which is refused"},
     {"monteclora_config", Use::off_only, "MonteCLoRA samples the adapter's weights"},
-    {"layer_replication", Use::off_only, "repeats base layers to build a deeper model"},
+    {"layer_replication", Use::off_only, "it repeats base layers to build a deeper model"},
     {"runtime_config", Use::harmless, "peft's runtime switches (GPU offload); not saved by peft"},
-    {"lora_bias", Use::off_only, "adds a bias to B"},
-    {"target_parameters", Use::off_only, "adapts bare parameters (MoE experts) rather than modules"},
-    {"use_bdlora", Use::off_only, "block-diagonal LoRA"},
+    {"lora_bias", Use::off_only, "it adds a bias to B"},
+    {"target_parameters", Use::off_only, "it adapts bare parameters (MoE experts) rather than modules"},
+    {"use_bdlora", Use::off_only, "block-diagonal LoRA places A and B in blocks"},
     {"arrow_config", Use::off_only, "Arrow routes between several adapters"},
     {"kasa_config", Use::off_only, "KaSA adds a singular-value adapter"},
-    {"ensure_weight_tying", Use::off_only, "ties adapted embedding and output layers"},
+    {"ensure_weight_tying", Use::off_only, "it ties adapted embedding and output layers"},
 };
 
 // PEFT writes a feature it does not use as null, false, or an empty object, list or string.
@@ -86,8 +86,8 @@ void check_peft_lora_fields(const nlohmann::json& config, const std::string& pat
       invalid("'" + path + "': field " + key + " is not one of peft 0.21's LoraConfig fields that Loom knows (a newer "
               "peft?); refusing rather than loading the adapter without it");
     if (field->use == Use::off_only && !unset(value))
-      invalid("'" + path + "': " + key + " is " + value.dump() + "; Loom loads plain LoRA adapters without it (it " +
-              field->why + ")");
+      invalid("'" + path + "': " + key + " is " + value.dump() + "; Loom loads plain LoRA adapters without it: " +
+              field->why);
     if (field->use == Use::init_kind && !starts_adapter_only(value))
       invalid("'" + path + "': init_lora_weights is " + value.dump() + ", which also rewrites the base model's " +
               "weights; Loom applies adapters to the unchanged base (convert the adapter to plain LoRA first, as " +

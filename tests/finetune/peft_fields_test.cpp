@@ -10,6 +10,7 @@
 #include <string>
 
 #include "format_error.hpp"
+#include "lora_cases.hpp"
 #include "peft_adapter.hpp"
 #include "peft_fields.hpp"
 #include "reference_io.hpp"
@@ -110,4 +111,55 @@ TEST_CASE("an activated LoRA (alora_invocation_tokens) and exclude_modules, save
       CHECK_MESSAGE(std::string(e.what()).find(key + " is ") != std::string::npos, e.what());
     }
   }
+}
+
+// The numbers behind the list above: every LoraConfig field set in turn (peft_sweep.py) on a
+// Llama base transformers saved, the adapter made, trained away from its start and saved by
+// peft, and run by peft. Loom must give peft's logits to 1e-5 or refuse naming the field.
+TEST_CASE("every LoraConfig field, set on an adapter peft saved, gives peft's logits or a refusal naming it") {
+  const fs::path root = tmp_dir("peft_sweep");
+  const at::Tensor ids = tokens(2, 10, 64, 43);
+  run_reference("tests/finetune/peft_sweep.py", "write --ids " + ids_text(ids) + " --out " + root.string());
+  const nlohmann::json sweep = nlohmann::json::parse(read_file(root / "sweep.json"));
+  int matched = 0, refused = 0, both = 0, not_built = 0;
+  for (const nlohmann::json& v : sweep["variants"]) {
+    const std::string field = v["field"].get<std::string>();
+    CAPTURE(field);
+    if (v["folder"].is_null()) {
+      MESSAGE(field << ": peft does not build it (" << v["error"].get<std::string>().substr(0, 120) << ")");
+      ++not_built;
+      continue;
+    }
+    const fs::path adapter = v["folder"].get<std::string>();
+    const nlohmann::json saved = nlohmann::json::parse(read_file(adapter / loom::formats::kPeftConfig));
+    Case c{"llama", {}, saved.value("r", 0), saved.value("lora_alpha", 0.0)};
+    if (saved["target_modules"].is_array())
+      for (const auto& t : saved["target_modules"]) c.targets.push_back(t.get<std::string>());
+    std::string refusal;
+    at::Tensor logits;
+    try {
+      logits = logits_of(*adapted_model(root / "base", adapter, c), ids);
+    } catch (const std::exception& e) {
+      refusal = e.what();
+      for (size_t at = refusal.find(adapter.string()); at != std::string::npos; at = refusal.find(adapter.string()))
+        refusal.replace(at, adapter.string().size(), "<adapter>");  // the folder is named after the field
+    }
+    if (v.contains("error")) {
+      CHECK_MESSAGE(!refusal.empty(), "peft: " << v["error"].get<std::string>());
+      ++both;
+    } else if (!refusal.empty()) {
+      CHECK_MESSAGE(!field.empty(), refusal);  // peft's defaults load
+      CHECK_MESSAGE(refusal.find(field) != std::string::npos, "the refusal does not name " << field << ": " << refusal);
+      MESSAGE(field << ": refused (" << refusal.substr(refusal.find(field), 160) << ")");
+      ++refused;
+    } else {
+      const double error = relative_error(logits, as_tensor(v["logits"]));
+      CHECK_MESSAGE(error < 1e-5, "max relative logit error " << error << " against peft " << sweep["peft"]);
+      ++matched;
+    }
+  }
+  MESSAGE(sweep["variants"].size() << " adapters against peft " << sweep["peft"].get<std::string>() << ": " << matched
+                                   << " match, " << refused << " refused by name, " << both << " refused by both, "
+                                   << not_built << " not built by peft");
+  CHECK(matched >= 10);
 }

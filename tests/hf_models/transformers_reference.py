@@ -102,25 +102,6 @@ def logits(args):
         json.dump({"logits": out.tolist(), "transformers": transformers.__version__}, f)
 
 
-def logits_many(args):
-    """logits for each folder of --folders (comma-separated), or the error transformers raised
-    loading or running it: {"results": {folder: {"logits": ...} or {"error": "..."}}}."""
-    ids = torch.tensor([[int(t) for t in row.split(",")] for row in args.ids.split(";")])
-    results = {}
-    for folder in args.folders.split(","):
-        try:
-            # eager experts too: transformers' grouped_mm path for mixtures of experts takes no float64
-            model = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager",
-                                                                      experts_implementation="eager")
-            model = model.to(torch.float64).eval()
-            with torch.no_grad():
-                results[folder] = {"logits": model(input_ids=ids).logits.tolist()}
-        except Exception as e:  # noqa: BLE001 - any refusal counts as one
-            results[folder] = {"error": f"{type(e).__name__}: {e}"}
-    with open(args.out, "w") as f:
-        json.dump({"results": results, "transformers": transformers.__version__}, f)
-
-
 def load_float64(path):
     model = transformers.AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager")
     return model.to(torch.float64)
@@ -185,12 +166,8 @@ def main():
     add_model_command(sub, "logits")
     add_model_command(sub, "grads", "--targets")
     add_model_command(sub, "generate").add_argument("--new", type=int, default=6)
-    many = sub.add_parser("logits-many")
-    for option in ("--folders", "--ids", "--out"):
-        many.add_argument(option, required=True)
     args = ap.parse_args()
-    {"write": write, "logits": logits, "grads": grads, "generate": generate,
-     "logits-many": logits_many}[args.command](args)
+    {"write": write, "logits": logits, "grads": grads, "generate": generate}[args.command](args)
     return 0
 
 

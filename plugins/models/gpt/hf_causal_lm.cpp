@@ -81,6 +81,11 @@ class HfCausalLm final : public loom::Model {
       rules.ignored_suffixes = {".rotary_emb.inv_freq"};
       if (spec.tie_embeddings) rules.ignored_suffixes.push_back("lm_head.weight");
       tied_ = spec.tie_embeddings;
+      if (hf_.architecture == HfArchitecture::qwen2_moe && spec.moe.shared_hidden == 0) {
+        no_shared_expert_ = true;  // check_empty_shared_expert
+        rules.ignored_suffixes.insert(rules.ignored_suffixes.end(), std::begin(kSharedExpertTensors),
+                                      std::end(kSharedExpertTensors));
+      }
     }
     adopt_params(*inner_);
     if (const auto* lm = dynamic_cast<const CausalLm*>(inner_.get()))
@@ -143,10 +148,25 @@ class HfCausalLm final : public loom::Model {
     }
   }
 
+  // Qwen2-MoE with shared_expert_intermediate_size 0: transformers builds the shared expert with
+  // zero-width projections (their output is 0, whatever its gate says) and saves them. Loom builds
+  // none and skips those tensors, but only when they are empty, or it would drop real weights.
+  static constexpr const char* kSharedExpertTensors[] = {
+      ".mlp.shared_expert.gate_proj.weight", ".mlp.shared_expert.up_proj.weight",
+      ".mlp.shared_expert.down_proj.weight", ".mlp.shared_expert_gate.weight"};
+  void check_empty_shared_expert(const loom::formats::HfWeightSource& source) const {
+    if (!no_shared_expert_) return;
+    for (const std::string& name : source.names())
+      if (name.find(".mlp.shared_expert.") != std::string::npos && source.view(name).numel() != 0)
+        throw loom::Error("hf_causal_lm: " + dir_ + ": config.json's \"shared_expert_intermediate_size\" is 0, but " +
+                              name + " holds weights; fix the config's width", LOOM_STATUS_CODE_INVALID_ARGUMENT);
+  }
+
   void load(const loom::formats::LoadRules& rules) {
     try {
       const loom::formats::HfWeightSource source(dir_);
       check_stored_head(source);
+      check_empty_shared_expert(source);
       // Under tensor parallelism this rank's pieces of the split weights (loom/tensor_parallel.hpp).
       loom::formats::TensorSplits split;
       for (const SplitOf& p : splits())
@@ -184,6 +204,7 @@ class HfCausalLm final : public loom::Model {
   std::string dir_;
   int64_t tp_rank_ = 0, tp_size_ = 1;  // the tensor-parallel group (loom::Context)
   bool tied_ = false;                   // logits through the input embedding (check_stored_head)
+  bool no_shared_expert_ = false;       // Qwen2-MoE's shared expert is 0 wide (check_empty_shared_expert)
   HfModelConfig hf_;
   std::unique_ptr<loom::Model> inner_;
 };

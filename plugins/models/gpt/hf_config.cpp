@@ -9,6 +9,8 @@
 
 #include "format_error.hpp"
 #include "hf_folder.hpp"
+#include "hf_keys.hpp"
+#include "hf_sliding_windows.hpp"
 
 namespace loom_gpt {
 namespace {
@@ -50,16 +52,18 @@ struct FamilyDefaults {
   int64_t kv_heads = 0;  // 0: num_attention_heads (LlamaConfig)
   int64_t head_dim = 0;  // 0: hidden_size / num_attention_heads
   int64_t max_positions = 2048;
+  int64_t intermediate = 11008;  // the dense MLP's width (a mixture of experts with no dense layer never uses it)
+  int64_t top_k = 0;             // num_experts_per_tok of a mixture of experts
 };
 
 FamilyDefaults family_defaults(HfArchitecture arch) {
   switch (arch) {
-    case HfArchitecture::mistral: return {1e-6, 10000.0, 8, 0, 131072};
-    case HfArchitecture::qwen2: return {1e-6, 10000.0, 32, 0, 32768};
-    case HfArchitecture::qwen3: return {1e-6, 10000.0, 32, 128, 32768};
-    case HfArchitecture::qwen2_moe: return {1e-6, 10000.0, 16, 0, 32768};
-    case HfArchitecture::qwen3_moe: return {1e-6, 10000.0, 4, 0, 32768};
-    case HfArchitecture::mixtral: return {1e-5, 1e6, 8, 0, 131072};
+    case HfArchitecture::mistral: return {1e-6, 10000.0, 8, 0, 131072, 14336};
+    case HfArchitecture::qwen2: return {1e-6, 10000.0, 32, 0, 32768, 22016};
+    case HfArchitecture::qwen3: return {1e-6, 10000.0, 32, 128, 32768, 22016};
+    case HfArchitecture::qwen2_moe: return {1e-6, 10000.0, 16, 0, 32768, 5632, 4};
+    case HfArchitecture::qwen3_moe: return {1e-6, 10000.0, 4, 0, 32768, 6144, 8};
+    case HfArchitecture::mixtral: return {1e-5, 1e6, 8, 0, 131072, 14336, 2};
     case HfArchitecture::llama:
     case HfArchitecture::gpt2: break;  // GPT-2 reads none of these (gpt_spec_from_hf)
   }
@@ -71,60 +75,6 @@ std::string supported_list() {
   for (const Known& k : kArchitectures) out += std::string(out.empty() ? "" : ", ") + k.name;
   return out;
 }
-
-// Typed access to config.json keys; every failure names the file and the key.
-class Keys {
- public:
-  Keys(const nlohmann::json& j, std::string path) : j_(j), path_(std::move(path)) {}
-
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw loom::Error("hf_causal_lm: " + path_ + ": \"" + key + "\" " + what, LOOM_STATUS_CODE_INVALID_ARGUMENT);
-  }
-  bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-  const nlohmann::json& j() const { return j_; }
-  const nlohmann::json& at(const std::string& key) const { return j_.at(key); }
-
-  int64_t positive(const std::string& key) const {
-    if (!has(key)) fail(key, "is missing; config.json must give it");
-    return positive_value(key);
-  }
-  int64_t positive(const std::string& key, int64_t otherwise) const { return has(key) ? positive_value(key) : otherwise; }
-  int64_t count(const std::string& key, int64_t otherwise) const {  // 0 allowed
-    if (!has(key)) return otherwise;
-    const nlohmann::json& v = j_.at(key);
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t(1) << 31))
-      fail(key, "must be a whole number from 0 to 2^31, got " + v.dump());
-    return v.get<int64_t>();
-  }
-  double number(const std::string& key, double otherwise) const {
-    if (!has(key)) return otherwise;
-    if (!j_.at(key).is_number()) fail(key, "must be a number");
-    const double v = j_.at(key).get<double>();
-    if (!std::isfinite(v)) fail(key, "must be finite");
-    return v;
-  }
-  bool flag(const std::string& key, bool otherwise) const {
-    if (!has(key)) return otherwise;
-    if (!j_.at(key).is_boolean()) fail(key, "must be true or false");
-    return j_.at(key).get<bool>();
-  }
-  std::string text(const std::string& key, const std::string& otherwise) const {
-    if (!has(key)) return otherwise;
-    if (!j_.at(key).is_string()) fail(key, "must be a string");
-    return j_.at(key).get<std::string>();
-  }
-
- private:
-  int64_t positive_value(const std::string& key) const {
-    const nlohmann::json& v = j_.at(key);
-    // A limit well above any real model, so products of sizes cannot overflow.
-    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > (int64_t(1) << 31))
-      fail(key, "must be a positive integer (at most 2^31), got " + v.dump());
-    return v.get<int64_t>();
-  }
-  const nlohmann::json& j_;
-  std::string path_;
-};
 
 // YaRN's settings (out has type and factor), with transformers' defaults: the original context
 // is max_position_embeddings when not given, beta_fast 32, beta_slow 1, truncate true, and the
@@ -226,59 +176,6 @@ void read_rope(const Keys& keys, int64_t max_positions, double default_theta, do
   }
 }
 
-// The sliding window of each layer, as transformers builds it for the family:
-//   Mistral: sliding_window (4096 when absent, none when null; Mixtral none when absent) on every layer; MistralConfig
-//     ignores layer_types (it warns), and so does this;
-//   Qwen2, Qwen3: none unless use_sliding_window; then layer_types when given (transformers 5
-//     writes it), else the layers from max_window_layers (default 28) on, as their configs do;
-//   Llama: none; sliding_attention in its layer_types is refused (LlamaForCausalLM has no window).
-// Returns one entry per layer (0: full attention), or none when no layer has a window.
-std::vector<int64_t> sliding_windows(const Keys& keys, HfArchitecture arch, int64_t n_layer) {
-  const bool mixtral = arch == HfArchitecture::mixtral;  // MixtralConfig's default is no window
-  arch = attention_family(arch);
-  constexpr int64_t kDefaultWindow = 4096;  // MistralConfig, Qwen2Config and Qwen3Config's default
-  const auto window_or_none = [&](int64_t& window) {  // false: sliding_window is null (or absent in Mixtral)
-    if (keys.j().contains("sliding_window") && keys.j().at("sliding_window").is_null()) return false;
-    if (mixtral && !keys.has("sliding_window")) return false;
-    window = keys.positive("sliding_window", kDefaultWindow);
-    return true;
-  };
-  std::vector<std::string> types;
-  if (keys.has("layer_types")) {
-    const nlohmann::json& given = keys.at("layer_types");
-    if (!given.is_array() || static_cast<int64_t>(given.size()) != n_layer)
-      keys.fail("layer_types", "must list one attention kind per layer (num_hidden_layers = " +
-                                   std::to_string(n_layer) + ")");
-    for (const nlohmann::json& t : given) {
-      if (t != "sliding_attention" && t != "full_attention")
-        keys.fail("layer_types", "names " + t.dump() + "; Loom computes full_attention and sliding_attention");
-      types.push_back(t.get<std::string>());
-    }
-  }
-  int64_t window = 0;
-  std::vector<int64_t> out(static_cast<size_t>(n_layer), 0);
-  if (arch == HfArchitecture::mistral) {
-    if (!window_or_none(window)) return {};
-    std::fill(out.begin(), out.end(), window);
-    return out;
-  }
-  const bool sliding_listed = std::find(types.begin(), types.end(), "sliding_attention") != types.end();
-  if (arch != HfArchitecture::qwen2 && arch != HfArchitecture::qwen3) {
-    if (sliding_listed) keys.fail("layer_types", "lists sliding_attention layers, which LlamaForCausalLM does not compute");
-    return {};
-  }
-  if (!keys.flag("use_sliding_window", false)) return {};  // Qwen2Config drops sliding_window then
-  if (types.empty()) {
-    const int64_t first = keys.count("max_window_layers", 28);
-    types.assign(static_cast<size_t>(n_layer), "full_attention");
-    for (int64_t i = first; i < n_layer; ++i) types[static_cast<size_t>(i)] = "sliding_attention";
-  }
-  if (std::find(types.begin(), types.end(), "sliding_attention") == types.end()) return {};
-  if (!window_or_none(window)) keys.fail("sliding_window", "is null, but layer_types has sliding_attention layers");
-  for (size_t i = 0; i < types.size(); ++i) out[i] = types[i] == "sliding_attention" ? window : 0;
-  return out;
-}
-
 }  // namespace
 
 HfModelConfig read_hf_config(const std::string& dir) {
@@ -291,21 +188,34 @@ HfModelConfig read_hf_config(const std::string& dir) {
                       LOOM_STATUS_CODE_INVALID_ARGUMENT);
   }
   const Keys keys(out.config, path);
-  if (!keys.has("architectures") || !keys.at("architectures").is_array() || keys.at("architectures").empty() ||
-      !keys.at("architectures")[0].is_string())
-    keys.fail("architectures", "must be a list naming the model class, such as [\"LlamaForCausalLM\"]");
-  out.architecture_name = keys.at("architectures")[0].get<std::string>();
+  // transformers' AutoModelForCausalLM refuses a config.json without model_type; so does Loom.
+  if (!keys.has("model_type") || !keys.at("model_type").is_string())
+    keys.fail("model_type", "must name the model family, such as \"llama\" (transformers cannot load the folder "
+                            "without it either)");
+  const std::string model_type = keys.at("model_type").get<std::string>();
   const Known* known = nullptr;
-  for (const Known& k : kArchitectures)
-    if (out.architecture_name == k.name) known = &k;
-  if (known == nullptr)
-    keys.fail("architectures", "names " + out.architecture_name + ", which hf_causal_lm does not build; it builds " +
-                                   supported_list());
+  if (keys.has("architectures")) {
+    if (!keys.at("architectures").is_array() || keys.at("architectures").empty() ||
+        !keys.at("architectures")[0].is_string())
+      keys.fail("architectures", "must be a list naming the model class, such as [\"LlamaForCausalLM\"]");
+    out.architecture_name = keys.at("architectures")[0].get<std::string>();
+    for (const Known& k : kArchitectures)
+      if (out.architecture_name == k.name) known = &k;
+    if (known == nullptr)
+      keys.fail("architectures", "names " + out.architecture_name + ", which hf_causal_lm does not build; it builds " +
+                                     supported_list());
+    if (model_type != known->model_type)
+      keys.fail("model_type", "is \"" + model_type + "\" but " + known->name + " has model_type \"" +
+                                  known->model_type + "\"");
+  } else {  // AutoModelForCausalLM picks the class by model_type alone
+    for (const Known& k : kArchitectures)
+      if (model_type == k.model_type) known = &k;
+    if (known == nullptr)
+      keys.fail("model_type", "is \"" + model_type + "\" and config.json names no architectures; hf_causal_lm builds " +
+                                  supported_list());
+    out.architecture_name = known->name;
+  }
   out.architecture = known->architecture;
-  const std::string model_type = keys.text("model_type", known->model_type);
-  if (model_type != known->model_type)
-    keys.fail("model_type", "is \"" + model_type + "\" but " + known->name + " has model_type \"" +
-                                known->model_type + "\"");
   out.max_positions = known->architecture == HfArchitecture::gpt2
                           ? keys.positive("n_positions", 1024)
                           : keys.positive("max_position_embeddings", family_defaults(known->architecture).max_positions);
@@ -326,7 +236,7 @@ MoeSpec moe_from(const Keys& keys, HfArchitecture arch, int64_t n_layer, int64_t
       keys.positive("num_experts") != keys.positive("num_local_experts"))
     keys.fail("num_local_experts", "disagrees with num_experts");
   m.experts = keys.has("num_experts") ? keys.positive("num_experts") : keys.positive("num_local_experts");
-  m.top_k = keys.positive("num_experts_per_tok");
+  m.top_k = keys.positive("num_experts_per_tok", family_defaults(arch).top_k);
   if (m.top_k > m.experts) keys.fail("num_experts_per_tok", "is more than the experts");
   m.aux_loss_in_loss = keys.flag("output_router_logits", false);
   m.aux_loss_coef = keys.number("router_aux_loss_coef", 0.001);
@@ -382,7 +292,7 @@ LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, i
   s.n_layer = keys.positive("num_hidden_layers");
   s.n_head = keys.positive("num_attention_heads");
   s.n_kv_head = keys.positive("num_key_value_heads", defaults.kv_heads > 0 ? defaults.kv_heads : s.n_head);
-  s.ffn_hidden = keys.positive("intermediate_size");
+  s.ffn_hidden = keys.positive("intermediate_size", defaults.intermediate);
   // Qwen3 gives head_dim apart from hidden_size / heads (128 when left out); the others may give it too.
   if (keys.has("head_dim") || defaults.head_dim > 0) {
     s.head_dim = keys.positive("head_dim", defaults.head_dim);
@@ -410,7 +320,7 @@ LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, i
     s.qkv_bias = s.o_bias = keys.flag("attention_bias", false);
   }
   s.qk_norm = arch == HfArchitecture::qwen3;
-  s.sliding_windows = sliding_windows(keys, arch, s.n_layer);
+  s.sliding_windows = sliding_windows(keys, hf.architecture, s.n_layer);
   if (arch != hf.architecture) s.moe = moe_from(keys, hf.architecture, s.n_layer, s.ffn_hidden);
   return s;
 }
