@@ -21,6 +21,7 @@
 #include <system_error>
 #include <vector>
 
+#include "comma_list.hpp"
 #include "data_error.hpp"
 
 namespace loom::data {
@@ -31,19 +32,11 @@ namespace fs = std::filesystem;
 // DataError for an empty list or an entry that does not start with a dot.
 inline std::vector<std::string> parse_extensions(const std::string& csv) {
   std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= csv.size()) {
-    size_t end = csv.find(',', start);
-    if (end == std::string::npos) end = csv.size();
-    std::string item = csv.substr(start, end - start);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) {
-      if (item[0] != '.' || item.size() < 2)
-        throw bad_input("extensions: \"" + item + "\" is not a file extension; write them with a dot, e.g. \".txt,.md\"");
-      out.push_back(item);
-    }
-    start = end + 1;
+  for (std::string& item : split_comma_list(csv)) {
+    if (item.empty()) continue;
+    if (item[0] != '.' || item.size() < 2)
+      throw bad_input("extensions: \"" + item + "\" is not a file extension; write them with a dot, e.g. \".txt,.md\"");
+    out.push_back(std::move(item));
   }
   if (out.empty()) throw bad_input("extensions: no extension given; list some, e.g. \".txt,.md\"");
   return out;

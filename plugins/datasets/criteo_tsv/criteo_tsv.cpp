@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "comma_list.hpp"
 #include "criteo_line.hpp"
 #include "ctr_batch.hpp"
 #include "ctr_state.hpp"
@@ -39,13 +40,7 @@ int64_t in_range(const loom::Config& c, const char* key, int64_t lo, int64_t hi)
 // table_rows: one count for every feature, or a comma list with one per feature.
 std::vector<uint64_t> parse_table_rows(const std::string& text, int64_t sparse) {
   std::vector<uint64_t> rows;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(start, end - start);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
+  for (const std::string& item : loom::data::split_comma_list(text)) {
     size_t used = 0;
     long long v = 0;
     try {
@@ -57,7 +52,6 @@ std::vector<uint64_t> parse_table_rows(const std::string& text, int64_t sparse) 
       throw loom::Error("criteo_tsv: table_rows entry \"" + item + "\" is not a positive integer; write one row count, "
                         "or one per categorical feature separated by ','");
     rows.push_back(uint64_t(v));
-    start = end + 1;
   }
   if (rows.size() == 1) return std::vector<uint64_t>(size_t(sparse), rows[0]);
   if (int64_t(rows.size()) != sparse)

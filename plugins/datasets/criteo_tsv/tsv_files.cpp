@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "comma_list.hpp"
 #include "criteo_line.hpp"
 #include "data_error.hpp"
 
@@ -41,20 +42,11 @@ const char* file_type_name(mode_t mode) {
 }
 
 std::vector<std::string> split_list(const std::string& option) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= option.size()) {
-    size_t end = option.find(',', start);
-    if (end == std::string::npos) end = option.size();
-    std::string item = option.substr(start, end - start);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
+  std::vector<std::string> out = loom::data::split_comma_list(option);
+  for (const std::string& item : out)
     if (item.empty())
       throw bad_input("criteo_tsv: files \"" + option +
                       "\" has an empty entry; list TSV files separated by ',', or name one directory");
-    out.push_back(item);
-    start = end + 1;
-  }
   return out;
 }
 
