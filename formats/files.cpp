@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "format_error.hpp"
 
@@ -40,16 +41,30 @@ int open_regular(const std::string& path, uint64_t* size) {
   return fd;
 }
 
+int open_regular_descriptor(const std::string& path) {
+  uint64_t size = 0;  // the mapping reads it again
+  return open_regular(path, &size);
+}
+
 }  // namespace
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
-  const int fd = open_regular(path, &size_);
+MappedFile::MappedFile(const std::string& path) : MappedFile(open_regular_descriptor(path), path) {}
+
+MappedFile::MappedFile(int fd, std::string path) : path_(std::move(path)) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    io_fail("stat", path_, err);
+  }
+  size_ = uint64_t(st.st_size);
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      io_fail("memory-map", path, err);
+      throw FormatError(FormatError::Kind::io, "cannot memory-map " + std::to_string(size_) + " bytes of '" + path_ +
+                                                   "': " + std::strerror(err));
     }
     data_ = static_cast<const unsigned char*>(p);
   }
@@ -60,12 +75,29 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<unsigned char*>(data_), size_);
 }
 
+void MappedFile::advise(int advice) const {
+  if (data_ != nullptr) ::madvise(const_cast<unsigned char*>(data_), size_, advice);
+}
+
 void MappedFile::release(uint64_t begin, uint64_t end) const {
-  if (data_ == nullptr || begin >= end || end > size_) return;
-  const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
-  // Only whole pages inside the range: a page shared with the next tensor stays.
-  const uint64_t first = (begin + page - 1) / page * page, last = end / page * page;
-  if (first < last) ::madvise(const_cast<unsigned char*>(data_) + first, last - first, MADV_DONTNEED);
+  if (data_ == nullptr || begin >= end) return;
+  const uintptr_t granule = release_granule();
+  const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+  const uintptr_t limit = base + size_;
+  uintptr_t first = (base + begin) & ~(granule - 1);
+  uintptr_t last = (base + std::min(end, size_) + granule - 1) & ~(granule - 1);
+  if (first < base) first = base;  // base is page-aligned, so first stays page-aligned
+  if (last > limit) last = limit;  // madvise rounds a partial last page up itself
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+uint64_t MappedFile::release_granule() {
+  static const uint64_t granule = [] {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    const uint64_t p = page > 0 ? uint64_t(page) : 4096;
+    return p * (p / 8);  // pages per page-table page = page size / 8-byte entries
+  }();
+  return granule;
 }
 
 std::string read_text_file(const std::string& path, uint64_t max_bytes) {

@@ -4,6 +4,7 @@
 // both plugins stay torch-free and export one symbol.
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -278,7 +279,7 @@ TEST_CASE("text never reads the folder its own run writes into") {
   CHECK(saw_z);
 }
 
-TEST_CASE("token_file refuses a directory, and bad data at create is INVALID_ARGUMENT (the host's exit 2)") {
+TEST_CASE("token_file refuses a directory and a FIFO, and bad data at create is INVALID_ARGUMENT (the host's exit 2)") {
   const fs::path dir = tmp_dir("plugin-create-errors");
   const auto error_of = [](const toml::table& options) {
     try {
@@ -297,5 +298,9 @@ TEST_CASE("token_file refuses a directory, and bad data at create is INVALID_ARG
   CHECK(contains(error_of(token_options(small, 4, 8)), "fewer than batch_size 4"));
   CHECK(contains(error_of(token_options(small, 0, 8)), "token_file: batch_size must be positive, got 0"));
   CHECK(contains(error_of(token_options(dir / "missing.tok", 2, 8)), "missing.tok: no such file"));
+  // A FIFO is refused at once: opening one for reading without O_NONBLOCK waits for a writer.
+  const fs::path fifo = dir / "fifo.tok";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(contains(error_of(token_options(fifo, 2, 8)), "fifo.tok: is not a regular file"));
   CHECK(error_of(token_options(small, 2, 8)).empty());  // control
 }

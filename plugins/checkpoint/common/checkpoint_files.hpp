@@ -1,7 +1,8 @@
 // checkpoint_files.hpp: the file handling both checkpoint backends share, in plain POSIX I/O so
 // that every failure is an errno turned into one clear message naming the path:
 //   OutputFile  write loop that survives short writes and EINTR, then fsync + close
-//   MappedInput read-only memory map of a whole file (loads copy out of it)
+//   MappedInput a whole file mapped read-only (formats' MappedFile; loads copy out of it),
+//               opened by open_for_reading's rules: no symbolic links, no FIFOs or devices
 //   read_whole_file, file_name_option, join_path
 // Every error is a loom::Error "<backend>: cannot <what> '<path>': <strerror>".
 #pragma once
@@ -20,6 +21,9 @@
 #include <vector>
 
 #include <loom/plugin.hpp>
+
+#include "files.hpp"
+#include "format_error.hpp"
 
 namespace loom::ckpt {
 
@@ -109,37 +113,14 @@ class OutputFile {
 };
 
 // A whole file mapped read-only. Missing files are NOT_FOUND, with what the directory holds.
-class MappedInput {
+class MappedInput : public loom::formats::MappedFile {
  public:
-  MappedInput(const std::string& backend, const std::string& path) : path_(path) {
-    const int fd = open_for_reading(backend, path);
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      io_fail(backend, "stat", path, err);
-    }
-    size_ = uint64_t(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        const int err = errno;
-        ::close(fd);
-        io_fail(backend, "memory-map", path, err);
-      }
-      data_ = static_cast<const unsigned char*>(p);
-      ::madvise(p, size_, MADV_SEQUENTIAL);  // best effort
-    }
-    ::close(fd);  // the mapping keeps the file open
+  MappedInput(const std::string& backend, const std::string& path) try
+      : loom::formats::MappedFile(open_for_reading(backend, path), path) {
+    advise(MADV_SEQUENTIAL);  // loads copy front to back
+  } catch (const loom::formats::FormatError& e) {
+    throw Error(backend + ": " + e.what(), LOOM_STATUS_CODE_INTERNAL);
   }
-  ~MappedInput() {
-    if (data_ != nullptr) ::munmap(const_cast<unsigned char*>(data_), size_);
-  }
-  MappedInput(const MappedInput&) = delete;
-  MappedInput& operator=(const MappedInput&) = delete;
-
-  const unsigned char* data() const { return data_; }  // NULL for an empty file
-  uint64_t size() const { return size_; }
 
   // Opens a checkpoint file for reading, refusing what is not a regular file of its own: a
   // symbolic link (it could point out of the folder), a FIFO (reading it would block forever),
@@ -178,11 +159,6 @@ class MappedInput {
     }
     return fd;
   }
-
- private:
-  std::string path_;
-  const unsigned char* data_ = nullptr;
-  uint64_t size_ = 0;
 };
 
 // Reads a whole regular file with read(2) straight into a vector, for APIs that want the bytes

@@ -23,7 +23,7 @@ using namespace loom::data;
 // Index of the first token >= limit among tokens [0, count) of type U at `tokens`, or count.
 // Scans in chunks and releases each one, so checking a huge file keeps the resident set small.
 template <class U>
-uint64_t first_token_at_least(const MappedFile& file, uint64_t count, uint64_t limit) {
+uint64_t first_token_at_least(const MappedTokenFile& file, uint64_t count, uint64_t limit) {
   constexpr uint64_t kChunk = uint64_t(1) << 22;  // tokens per chunk
   const unsigned char* tokens = file.data() + kTokenFileHeaderBytes;
   for (uint64_t begin = 0; begin < count; begin += kChunk) {
@@ -33,7 +33,7 @@ uint64_t first_token_at_least(const MappedFile& file, uint64_t count, uint64_t l
     if (max >= limit)
       for (uint64_t i = begin; i < end; ++i)
         if (load_le<U>(tokens + i * sizeof(U)) >= limit) return i;
-    file.release(kTokenFileHeaderBytes + begin * sizeof(U), (end - begin) * sizeof(U));
+    file.release(kTokenFileHeaderBytes + begin * sizeof(U), kTokenFileHeaderBytes + end * sizeof(U));
   }
   return count;
 }
@@ -90,7 +90,7 @@ class TokenFile final : public loom::Dataset {
         for (uint64_t i = 0; i < n; ++i) out[i] = load_le<uint16_t>(p + 2 * i);
       else
         for (uint64_t i = 0; i < n; ++i) out[i] = load_le<uint32_t>(p + 4 * i);
-      file_.release(offset, n * S);
+      file_.release(offset, offset + n * S);
     });
   }
 
@@ -103,9 +103,9 @@ class TokenFile final : public loom::Dataset {
   }
 
  private:
-  static MappedFile open(const std::string& path) {
+  static MappedTokenFile open(const std::string& path) {
     return with_loom_errors([&] {
-      return MappedFile(path, "create it with `loom-tokenize INPUT... -o " + path + "`");
+      return MappedTokenFile(path, "create it with `loom-tokenize INPUT... -o " + path + "`");
     });
   }
 
@@ -130,7 +130,7 @@ class TokenFile final : public loom::Dataset {
   std::string path_;
   int64_t B_, T_;
   EpochEnds epochs_;
-  MappedFile file_;
+  MappedTokenFile file_;
   TokenFileHeader header_;
   WindowSampler sampler_;
   std::vector<uint64_t> starts_;
