@@ -53,7 +53,7 @@ struct FieldViews {
 loom_status* report_metric(void* user, const char* name_in, const loom_torch_tensor* value,
                            loom_metric_reduction reduction) {
   auto* metrics = static_cast<std::vector<ReportedMetric>*>(user);
-  try {
+  return status_from(LOOM_STATUS_CODE_INTERNAL, "report_metric", [&]() -> loom_status* {
     const std::string name = name_in ? name_in : "";
     std::string wrong;
     if (!is_lower_snake_case(name)) wrong = "is not a lower_snake_case name";
@@ -70,11 +70,7 @@ loom_status* report_metric(void* user, const char* name_in, const loom_torch_ten
     const at::Tensor kept = tensor(value).detach().to(at::kDouble);
     metrics->push_back({name, reduction == LOOM_METRIC_REDUCTION_ROC_AUC ? kept.clone() : kept.reshape({}), reduction});
     return nullptr;
-  } catch (const std::exception& e) {
-    return host_api()->status_create(LOOM_STATUS_CODE_INTERNAL, e.what());
-  } catch (...) {  // nothing may unwind into the plugin's frames
-    return host_api()->status_create(LOOM_STATUS_CODE_INTERNAL, "report_metric failed");
-  }
+  });
 }
 
 }  // namespace
@@ -114,6 +110,22 @@ void ModelInstance::set_training(bool training) {
 
 double ModelInstance::flops_per_token() const {
   return vt_.flops_per_token != nullptr ? vt_.flops_per_token(handle_) : 0.0;
+}
+
+ModelInstance::Attributes ModelInstance::attributes() const {
+  Attributes out;
+  if (vt_.attributes != nullptr) {
+    loom_model_attributes raw{};
+    raw.struct_size = sizeof(raw);
+    check(vt_.attributes(handle_, &raw), "attributes");
+    out.sequence_parallel = raw.sequence_parallel != 0;
+    out.expert_parallel = raw.expert_parallel != 0;
+    return out;
+  }
+  // A plugin built for ABI 1.11 to 1.14: one callback per capability.
+  out.sequence_parallel = vt_.sequence_parallel != nullptr && vt_.sequence_parallel(handle_) != 0;
+  out.expert_parallel = vt_.expert_parallel != nullptr && vt_.expert_parallel(handle_) != 0;
+  return out;
 }
 
 at::Tensor ModelInstance::logits(const at::Tensor& inputs, const BatchFields& fields) {
@@ -171,7 +183,7 @@ struct FieldSink {
 // taken (freed on failure), as loom/dataset.h promises.
 loom_status* add_batch_field(void* user, const char* name_in, DLManagedTensor* tensor) {
   auto* sink = static_cast<FieldSink*>(user);
-  try {
+  return status_from(LOOM_STATUS_CODE_INVALID_ARGUMENT, "add_field", [&]() -> loom_status* {
     const std::string name = name_in ? name_in : "";
     std::string wrong;
     if (!is_lower_snake_case(name)) wrong = "is not a lower_snake_case name";
@@ -186,11 +198,7 @@ loom_status* add_batch_field(void* user, const char* name_in, DLManagedTensor* t
     }
     sink->fields.emplace_back(name, tensor_from_dlpack(tensor, *sink->who + " field " + name));  // takes it
     return nullptr;
-  } catch (const std::exception& e) {
-    return host_api()->status_create(LOOM_STATUS_CODE_INVALID_ARGUMENT, e.what());
-  } catch (...) {  // nothing may unwind into the plugin's frames
-    return host_api()->status_create(LOOM_STATUS_CODE_INTERNAL, "add_field failed");
-  }
+  });
 }
 
 }  // namespace

@@ -71,10 +71,15 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
   // positions past .. past + T - 1 (past = 0 starts afresh); a runtime Failure without decode.
   bool has_decode() const { return vt_.decode != nullptr; }
   at::Tensor decode(const at::Tensor& inputs, int64_t past);
-  // (ABI 1.11) Whether this instance takes sequence pieces and attends across whole rows.
-  bool handles_sequence_parallel() const { return vt_.sequence_parallel && vt_.sequence_parallel(handle_) != 0; }
-  // (ABI 1.12) Whether this instance computes its experts over the expert-parallel group.
-  bool handles_expert_parallel() const { return vt_.expert_parallel && vt_.expert_parallel(handle_) != 0; }
+  // What this instance handles (loom_model_attributes, ABI 1.15), or for a plugin built for
+  // 1.11 to 1.14 what its sequence_parallel and expert_parallel callbacks say.
+  struct Attributes {
+    bool sequence_parallel = false;  // takes sequence pieces and attends across whole rows
+    bool expert_parallel = false;    // computes its experts over the expert-parallel group
+  };
+  Attributes attributes() const;
+  bool handles_sequence_parallel() const { return attributes().sequence_parallel; }
+  bool handles_expert_parallel() const { return attributes().expert_parallel; }
   // (ABI 1.3) The model's Hugging Face description (loom/model.h), or "" when it has none.
   std::string hugging_face() const;
 

@@ -4,6 +4,7 @@
 
 #include <loom/abi.h>
 
+#include <exception>
 #include <optional>
 #include <string>
 
@@ -28,6 +29,20 @@ const loom_host_api* host_api();
 
 // Frees status and returns its message ("" for NULL).
 std::string take_status_message(loom_status* status);
+
+// Runs body, a host callback called from a plugin's frames, where nothing may unwind: a
+// std::exception becomes a status of `code` with its message, anything else an INTERNAL one
+// saying `what` failed. body returns the callback's own status (NULL for success).
+template <class Body>
+loom_status* status_from(loom_status_code code, const char* what, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return host_api()->status_create(code, e.what());
+  } catch (...) {
+    return host_api()->status_create(LOOM_STATUS_CODE_INTERNAL, (std::string(what) + " failed").c_str());
+  }
+}
 
 // The host's own torch fingerprint, compiled from the same macro plugins use.
 const char* host_torch_fingerprint();

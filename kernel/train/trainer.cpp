@@ -64,13 +64,13 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   p_ = std::make_unique<Pipeline>(plan, context, elsewhere);
   if (mesh_.sequence > 1 && !p_->model.handles_sequence_parallel())
     throw usage_failure("[distributed] sequence_parallel = " + std::to_string(mesh_.sequence) + ": model " +
-                        p_->model.component().name + " does not take pieces of rows (loom_model_vtable."
-                        "sequence_parallel, ABI 1.11), and attention over a piece alone would be wrong; use a model "
+                        p_->model.component().name + " does not take pieces of rows (loom_model_attributes."
+                        "sequence_parallel), and attention over a piece alone would be wrong; use a model "
                         "that does (llama, gpt, hf_causal_lm) or sequence_parallel = 1");
   if (experts > 1 && !p_->model.handles_expert_parallel())
     throw usage_failure("[distributed] expert_parallel = " + std::to_string(experts) + ": model " +
                         p_->model.component().name + " does not compute its experts over an expert-parallel group "
-                        "(loom_model_vtable.expert_parallel, ABI 1.12); use a mixture of experts through "
+                        "(loom_model_attributes.expert_parallel); use a mixture of experts through "
                         "hf_causal_lm (Qwen2-MoE, Qwen3-MoE, Mixtral) or expert_parallel = 1");
   if (tensor_parallel_) {
     TensorParallel::check_model_splits(p_->model.params(), p_->model.component().name, mesh_.tensor);

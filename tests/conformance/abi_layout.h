@@ -18,7 +18,7 @@
   X(loom_model_logits_args) X(loom_model_hugging_face_args) X(loom_model_decode_args)          \
   X(loom_tracker_finish_args) X(loom_sparse_table) X(loom_sparse_grad) X(loom_sparse_step_args) \
   X(loom_adapter_spec)                                                                          \
-  X(loom_hook_needs_args) X(loom_collective_args)
+  X(loom_hook_needs_args) X(loom_collective_args) X(loom_model_attributes)
 
 /* (type, field, slot): the frozen offsets the headers assert with LOOM_ABI_OFFSET, in
  * pointer-size slots on LP64 (offset = slot * 8). */
@@ -59,7 +59,8 @@
   X(loom_host_api, tensor_parallel_collective, 14) X(loom_param_view, split_dim, 5)            \
   X(loom_collective_args, input, 2) X(loom_collective_args, output, 3)                         \
   X(loom_collective_args, group, 4) X(loom_model_vtable, sequence_parallel, 11) \
-  X(loom_param_view, split_blocks, 6) X(loom_model_vtable, expert_parallel, 12)
+  X(loom_param_view, split_blocks, 6) X(loom_model_vtable, expert_parallel, 12)             \
+  X(loom_model_vtable, attributes, 13)
 
 #ifdef __cplusplus
 extern "C" {

@@ -37,7 +37,7 @@ TEST_CASE("every boundary struct starts with struct_size, the same in C99 and C+
 #define LOOM_ENTRY(T) {#T, sizeof(T), offsetof(T, struct_size)},
   const std::vector<Entry> cpp = {LOOM_ABI_STRUCTS(LOOM_ENTRY)};
 #undef LOOM_ENTRY
-  REQUIRE(cpp.size() == 39);
+  REQUIRE(cpp.size() == 40);
   for (size_t i = 0; i < cpp.size(); ++i) {
     CAPTURE(cpp[i].name);
     CHECK(cpp[i].struct_size_at == 0);
@@ -63,6 +63,8 @@ TEST_CASE("frozen offsets match the static asserts, in C99 and C++") {
   CHECK(sizeof(loom_tracker_vtable) == 72);  // ABI 1.6 appended finish
   CHECK(offsetof(loom_control, request_eval) == 20);
   CHECK(sizeof(loom_option_spec) == 48);
+  CHECK(sizeof(loom_model_vtable) == 112);     // ABI 1.15 appended attributes
+  CHECK(sizeof(loom_model_attributes) == 16);  // struct_size, sequence_parallel, expert_parallel
 }
 
 TEST_CASE("the offset list covers exactly the headers' LOOM_ABI_OFFSET asserts") {

@@ -33,6 +33,11 @@
  *      tensor-parallel group; expert parallelism: loom_context.expert_parallel_rank/_size,
  *      LOOM_COLLECTIVE_GROUP_EXPERT, loom_model_vtable.expert_parallel.
  * 1.13 LOOM_PARAM_FLAG_EXPERT: experts placed on their expert-parallel rank only.
+ * 1.14 row-sharded sparse tables: loom_context.sparse_shard_rank/_size,
+ *      LOOM_COLLECTIVE_GROUP_SPARSE, a table's row window in loom_param_view.
+ * 1.15 loom_model_vtable.attributes (loom_model_attributes): what a model instance handles
+ *      (sequence and expert parallelism, and what comes next) in one struct that grows with
+ *      the ABI; the 1.11 and 1.12 callbacks are read only from plugins without it.
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -68,7 +73,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 14
+#define LOOM_ABI_MINOR 15
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"

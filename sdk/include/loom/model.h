@@ -200,6 +200,22 @@ typedef struct loom_model_decode_args {
   loom_torch_tensor* logits;       /* out; a host-owned slot: assign float [B, T, V] */
 } loom_model_decode_args;
 
+/* (ABI 1.15) What a model instance handles beyond one process's plain training step. The
+   host zeroes it and sets struct_size to its own sizeof; the plugin writes the fields that fit
+   (LOOM_STRUCT_HAS). A capability added later is a field appended here, never a callback. */
+typedef struct loom_model_attributes {
+  size_t struct_size;
+  /* Nonzero: this instance handles sequence parallelism (loom_context.sequence_parallel_size
+     > 1): its forward takes one piece of each row and attends across the whole row through the
+     sequence group. 0: the host refuses [distributed] sequence_parallel > 1 for it, since
+     attention over a piece alone would be silently wrong. */
+  int32_t sequence_parallel;
+  /* Nonzero: this instance handles expert parallelism (loom_context.expert_parallel_size > 1):
+     its mixture-of-experts layers compute only this rank's experts, for the tokens of every
+     rank of the group. 0: the host refuses [distributed] expert_parallel > 1 for it. */
+  int32_t expert_parallel;
+} loom_model_attributes;
+
 typedef struct loom_model_vtable {
   size_t struct_size;
   /* Required */
@@ -219,17 +235,14 @@ typedef struct loom_model_vtable {
   /* (ABI 1.4) Optional: cached next-token logits for generation (loom_model_decode_args);
      without it `host generate` recomputes the whole sequence with `logits` each step. */
   loom_status* (*decode)(loom_model* model, const loom_model_decode_args* args);
-  /* (ABI 1.11) Optional: nonzero when this instance handles sequence parallelism
-     (loom_context.sequence_parallel_size > 1): its forward takes one piece of each row and
-     attends across the whole row through the sequence group. NULL, absent or 0: the host
-     refuses [distributed] sequence_parallel > 1 for it, since attention over a piece alone
-     would be silently wrong. */
+  /* (ABI 1.11, 1.12) Superseded by attributes (1.15), which the host reads instead whenever
+     it is set; kept for plugins built for 1.11 to 1.14. Nonzero: as loom_model_attributes'
+     sequence_parallel and expert_parallel. NULL: not handled. */
   int32_t (*sequence_parallel)(const loom_model* model);
-  /* (ABI 1.12) Optional: nonzero when this instance handles expert parallelism
-     (loom_context.expert_parallel_size > 1): its mixture-of-experts layers compute only this
-     rank's experts, for the tokens of every rank of the group. NULL, absent or 0: the host
-     refuses [distributed] expert_parallel > 1 for it. */
   int32_t (*expert_parallel)(const loom_model* model);
+  /* (ABI 1.15) Optional: what this instance handles (loom_model_attributes). NULL or absent:
+     the host asks sequence_parallel and expert_parallel above. */
+  loom_status* (*attributes)(const loom_model* model, loom_model_attributes* out);
 } loom_model_vtable;
 
 LOOM_ABI_OFFSET(loom_param_view, flags, 3);
@@ -253,6 +266,8 @@ LOOM_ABI_OFFSET(loom_model_hugging_face_args, json, 1);
 LOOM_ABI_OFFSET(loom_model_vtable, decode, 10);
 LOOM_ABI_OFFSET(loom_model_vtable, sequence_parallel, 11);
 LOOM_ABI_OFFSET(loom_model_vtable, expert_parallel, 12);
+LOOM_ABI_OFFSET(loom_model_vtable, attributes, 13);
+LOOM_ABI_OFFSET_BYTES(loom_model_attributes, expert_parallel, 12);
 LOOM_ABI_OFFSET(loom_model_decode_args, past, 2);
 LOOM_ABI_OFFSET(loom_model_decode_args, logits, 3);
 

@@ -106,11 +106,13 @@ class Model {
     (void)past;
     throw Error("this model keeps no key/value cache");
   }
-  // (ABI 1.11) Whether this instance handles [distributed] sequence_parallel > 1: loss_sum
+  // (ABI 1.11; loom_model_attributes since 1.15) Whether this instance handles
+  // [distributed] sequence_parallel > 1: loss_sum
   // then gets piece ctx.sequence_parallel_rank of every row and must attend across the whole
   // row through loom/sequence_parallel.hpp. The host refuses sequence parallelism otherwise.
   virtual bool sequence_parallel() const { return false; }
-  // (ABI 1.12) Whether this instance handles [distributed] expert_parallel > 1: its experts are
+  // (ABI 1.12; loom_model_attributes since 1.15) Whether this instance handles
+  // [distributed] expert_parallel > 1: its experts are
   // computed by the ranks of the expert group, tokens exchanged through loom/expert_parallel.hpp.
   // The host refuses expert parallelism otherwise.
   virtual bool expert_parallel() const { return false; }
@@ -361,8 +363,15 @@ struct ModelGlue {
     return guard([&] { detail::self<Model>(m).set_training(training != 0); });
   }
   static double flops_per_token(const loom_model* m) { return detail::self<Model>(m).flops_per_token(); }
-  static int32_t sequence_parallel(const loom_model* m) { return detail::self<Model>(m).sequence_parallel() ? 1 : 0; }
-  static int32_t expert_parallel(const loom_model* m) { return detail::self<Model>(m).expert_parallel() ? 1 : 0; }
+  static loom_status* attributes(const loom_model* m, loom_model_attributes* out) {
+    return guard([&] {
+      const Model& model = detail::self<Model>(m);
+      if (LOOM_STRUCT_HAS(out, loom_model_attributes, sequence_parallel))
+        out->sequence_parallel = model.sequence_parallel() ? 1 : 0;
+      if (LOOM_STRUCT_HAS(out, loom_model_attributes, expert_parallel))
+        out->expert_parallel = model.expert_parallel() ? 1 : 0;
+    });
+  }
   static loom_status* logits(loom_model* m, const loom_model_logits_args* in) {
     return guard([&] {
       const loom_model_logits_args args = read_in(in);
@@ -421,7 +430,9 @@ const void* Model::vtable() {
       detail::overridden<typename detail::decode_pointer<T>::type, at::Tensor (Model::*)(const at::Tensor&, int64_t)>
           ? &ModelGlue<T>::decode
           : nullptr,
-      &ModelGlue<T>::sequence_parallel, &ModelGlue<T>::expert_parallel};
+      nullptr,  // sequence_parallel and expert_parallel: superseded by attributes (ABI 1.15)
+      nullptr,
+      &ModelGlue<T>::attributes};
   return &vt;
 }
 
