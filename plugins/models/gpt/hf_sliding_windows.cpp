@@ -87,9 +87,12 @@ Sliding moe_window_rule(const Keys& keys, HfArchitecture arch, int64_t n_layer) 
   keys.fail("use_sliding_window",
             "is true without layer_types, and config.json names " + written + ": transformers 4 slid " +
                 layer_list(v4) + " (from max_window_layers on), transformers 5.24 slides " + layer_list(v5) +
-                "; Loom cannot tell which the weights were trained with; add layer_types" +
-                (arch == HfArchitecture::qwen3_moe ? " and load with a transformers that reads it" : "") +
-                " or set transformers_version");
+                "; Loom cannot tell which the weights were trained with; " +
+                (arch == HfArchitecture::qwen3_moe
+                     ? "if they were trained with transformers 5's rule, set transformers_version to that 5.x (Loom "
+                       "does not compute transformers 4's for Qwen3-MoE, whose config has no layer_types)"
+                     : "add layer_types listing the layers that slide, or set transformers_version to the 5.x "
+                       "the weights were trained with"));
 }
 
 }  // namespace
