@@ -32,7 +32,7 @@ ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "d
 SET = {
     "task_type": "CAUSAL_LM", "revision": "main", "r": 2, "target_modules": ALL_LINEAR, "exclude_modules": ["v_proj"],
     "lora_alpha": 3, "lora_dropout": 0.2, "bias": "all", "modules_to_save": ["lm_head"],
-    "init_lora_weights": "gaussian", "layers_to_transform": [0], "layers_pattern": "layers",
+    "layers_to_transform": [0], "layers_pattern": "layers",
     "rank_pattern": {"q_proj": 2}, "alpha_pattern": {"q_proj": 3}, "megatron_config": {"tensor_model_parallel_size": 1},
     "megatron_core": "megatron.core", "trainable_token_indices": [1, 2], "alora_invocation_tokens": [5, 6],
     "qalora_group_size": 8, "layer_replication": [[0, 2], [1, 2]], "target_parameters": ["mlp.gate_proj.weight"],

@@ -36,9 +36,7 @@ Loaded load_with_loom(const fs::path& dir, const at::Tensor& ids) {
     model->set_training(false);
     out.logits = model->logits(ids);
   } catch (const std::exception& e) {
-    out.refusal = e.what();
-    for (size_t at = out.refusal.find(dir.string()); at != std::string::npos; at = out.refusal.find(dir.string()))
-      out.refusal.replace(at, dir.string().size(), "<folder>");
+    out.refusal = without_path(e.what(), dir.string(), "<folder>");
   }
   return out;
 }

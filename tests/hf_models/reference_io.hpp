@@ -55,6 +55,14 @@ inline at::Tensor as_tensor(const nlohmann::json& nested) {
   return at::tensor(flat, at::kDouble).view(shape);
 }
 
+// message with every occurrence of path replaced by `by`: a sweep's folders are named after the
+// field they vary, so a refusal must be checked for the field's name without its path.
+inline std::string without_path(std::string message, const std::string& path, const std::string& by) {
+  for (size_t at = message.find(path); at != std::string::npos; at = message.find(path, at + by.size()))
+    message.replace(at, path.size(), by);
+  return message;
+}
+
 // max |loom - ref| / max |ref|
 inline double relative_error(const at::Tensor& loom, const at::Tensor& ref) {
   return (loom.to(at::kDouble) - ref).abs().max().item<double>() / ref.abs().max().item<double>();
