@@ -1,8 +1,8 @@
 // moe_test.cpp: hf_causal_lm's mixtures of experts (Qwen3-MoE, Qwen2-MoE with its shared
 // expert, Mixtral) on folders the real transformers saved, against that library's own forward
 // and backward (moe_reference.py): logits, the auxiliary load-balancing loss, the training loss
-// with it, every gradient (with activation checkpointing too); the grouped expert products against one product per expert in
-// double; an export that transformers reads back; what is not built refused by name.
+// with it, every gradient (with activation checkpointing too); an export that transformers
+// reads back; what is not built refused by name. (The grouped expert products: tests/ops.)
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
@@ -13,7 +13,6 @@
 #include <fstream>
 
 #include "model_harness.hpp"
-#include "moe.hpp"
 #include "reference_io.hpp"
 #include "run_host.hpp"
 
@@ -87,40 +86,6 @@ TEST_CASE("Qwen3-MoE, Qwen2-MoE and Mixtral folders (transformers 5 and 4 spelli
       again.loss_sum.backward();
       CHECK(worst_gradient_error(recomputing->params(), ref["grads"], compared) < 1e-5);
     }
-}
-
-TEST_CASE("grouped expert products equal one product per expert in double, forward and backward") {
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(11);
-  const at::Tensor counts = at::tensor({5, 0, 9, 1, 7}, at::kLong);  // an expert with no rows
-  const int64_t rows = counts.sum().item<int64_t>(), in = 24, out = 40;
-  const at::Tensor x64 = at::randn({rows, in}, gen, at::kDouble);
-  std::vector<at::Tensor> w64, w32;
-  for (int64_t e = 0; e < counts.size(0); ++e) {
-    w64.push_back(at::randn({out, in}, gen, at::kDouble).requires_grad_());
-    w32.push_back(w64.back().detach().to(at::kFloat).requires_grad_());
-  }
-  const at::Tensor x32 = x64.to(at::kFloat).requires_grad_();
-  const at::Tensor x64g = x64.clone().requires_grad_();
-  const at::Tensor grouped = loom_gpt::grouped_linear(x32, w32, counts);  // at::_grouped_mm
-  std::vector<at::Tensor> per_expert;
-  for (int64_t e = 0, start = 0; e < counts.size(0); start += counts[e].item<int64_t>(), ++e)
-    per_expert.push_back(at::linear(x64g.narrow(0, start, counts[e].item<int64_t>()), w64[static_cast<size_t>(e)]));
-  const at::Tensor reference = at::cat(per_expert);
-  CHECK(relative_error(grouped, reference) < 1e-6);
-  const at::Tensor up = at::randn({rows, out}, gen, at::kDouble);
-  grouped.backward(up.to(at::kFloat));
-  reference.backward(up);
-  CHECK(relative_error(x32.grad(), x64g.grad()) < 1e-6);
-  for (size_t e = 0; e < w64.size(); ++e) {
-    CAPTURE(e);
-    if (counts[static_cast<int64_t>(e)].item<int64_t>() == 0) {
-      CHECK(w32[e].grad().abs().max().item<double>() == 0.0);
-      continue;
-    }
-    CHECK(relative_error(w32[e].grad(), w64[e].grad()) < 1e-6);
-  }
-  // The double path (one product per expert on the sorted rows) is the reference itself.
-  CHECK(relative_error(loom_gpt::grouped_linear(x64, w64, counts), reference.detach()) < 1e-12);
 }
 
 TEST_CASE("a trained MoE run exports a folder transformers loads, with the same logits") {

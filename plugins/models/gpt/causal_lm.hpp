@@ -8,10 +8,10 @@
 #include <loom/model.hpp>
 #include <loom/sequence_parallel.hpp>
 #include <loom/tensor_parallel.hpp>
+#include <loom_ops/chunked_loss.hpp>
 
 #include <string>
 
-#include "chunked_loss.hpp"
 #include "common.hpp"
 #include "packing.hpp"
 
@@ -156,11 +156,11 @@ class CausalLm : public loom::Model {
       return loom::tensor_parallel::cross_entropy_sum(head(loom::tensor_parallel::enter(rows, tp_)),
                                                       targets.reshape({-1}), tp_);
     const at::DeviceType device = rows.device().type();
-    const int64_t chunk = loss_chunk_rows(vocab_size_, device);
+    const int64_t chunk = loom_ops::loss_chunk_rows(vocab_size_, device);
     if (rows.size(0) <= chunk) return loom::token_loss_sum(head(rows), targets.reshape({-1}));
     const at::ScalarType dtype =
         at::autocast::is_autocast_enabled(device) ? at::autocast::get_autocast_dtype(device) : rows.scalar_type();
-    return chunked_linear_cross_entropy(rows.to(dtype), head_weight().to(dtype), targets.reshape({-1}),
+    return loom_ops::chunked_linear_cross_entropy(rows.to(dtype), head_weight().to(dtype), targets.reshape({-1}),
                                         LOOM_IGNORE_INDEX, chunk);
   }
 

@@ -19,6 +19,9 @@
 // F = MLP width (n_inner), L = n_layer, V = vocab_size, P = position table rows (n_positions).
 #include "gpt.hpp"
 
+#include <loom_ops/gelu_tanh.hpp>
+#include <loom_ops/packed_attention.hpp>
+
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -27,8 +30,6 @@
 #include "causal_lm.hpp"
 #include "common.hpp"
 #include "components.hpp"
-#include "gelu_tanh.hpp"
-#include "packed_attention.hpp"
 
 namespace loom_gpt {
 
@@ -183,8 +184,8 @@ class GptModel : public CausalLm {
     const at::Tensor packed = conv1d(tp::enter(x, tp_), b.c_attn, b.c_attn_b, training_);  // (B, T, 3C/T)
     // The CPU kernel attends within the rows it is given: not for pieces of rows.
     const bool whole_rows_here = !layout.cache && !sequence_group().split();
-    const at::Tensor merged = whole_rows_here && packed_attention_applies(packed, layout.mask, s_.dropout, training_)
-                                  ? packed_causal_attention(packed, s_.n_head / tp_.size, layout.mask)  // CPU training: no copies
+    const at::Tensor merged = whole_rows_here && loom_ops::packed_attention_applies(packed, layout.mask, s_.dropout, training_)
+                                  ? loom_ops::packed_causal_attention(packed, s_.n_head / tp_.size, layout.mask)  // CPU training: no copies
                                   : split_heads_attention(packed, index, layout);
     return maybe_dropout(row_parallel(b.attn_proj, merged, b.attn_proj_b), s_.dropout, training_);
   }
@@ -210,7 +211,7 @@ class GptModel : public CausalLm {
 
   // x: (B, T, C) after ln_2 -> the MLP branch (B, T, C).
   at::Tensor mlp(const Block& b, const at::Tensor& x) const {
-    const at::Tensor h = gelu_tanh(conv1d(tp::enter(x, tp_), b.c_fc, b.c_fc_b, training_));  // (B, T, F or F/T)
+    const at::Tensor h = loom_ops::gelu_tanh(conv1d(tp::enter(x, tp_), b.c_fc, b.c_fc_b, training_));  // (B, T, F or F/T)
     return maybe_dropout(row_parallel(b.mlp_proj, h, b.mlp_proj_b), s_.dropout, training_);
   }
 

@@ -19,6 +19,8 @@
 // D = head dim, F = MLP hidden width (ffn_hidden), L = n_layer, V = vocab_size.
 #include "llama.hpp"
 
+#include <loom_ops/grouped_linear.hpp>
+#include <loom_ops/rms_norm.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -40,12 +42,7 @@ namespace tp = loom::tensor_parallel;
 namespace sp = loom::sequence_parallel;
 constexpr uint32_t kNoDecay = LOOM_PARAM_FLAG_NO_DECAY;
 
-// Hugging Face's LlamaRMSNorm: normalised in fp32 whatever x's dtype, cast back, then scaled:
-// w * (x / sqrt(mean(x^2) + eps)) over the last dimension.
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
-  const at::Tensor x32 = x.to(at::kFloat);
-  return (x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type()) * w;
-}
+using loom_ops::rms_norm;  // Hugging Face's LlamaRMSNorm (loom_ops/rms_norm.hpp)
 
 // The Llama width rule when ffn_hidden = 0: two thirds of 4C (SwiGLU has three matrices where
 // a GELU MLP has two, so this keeps the parameter count), rounded up to a multiple of 32.
@@ -228,7 +225,7 @@ class LlamaModel : public CausalLm {
     report("moe_aux_loss", aux.detach());
     for (size_t i = 0, layer = 0; i < layers_.size(); ++i) {
       if (!layers_[i].sparse) continue;
-      const at::Tensor load = tokens_per_expert(chosen_[layer], m.experts).to(at::kFloat);
+      const at::Tensor load = loom_ops::tokens_per_expert(chosen_[layer], m.experts).to(at::kFloat);
       const at::Tensor p = at::softmax(routers_[layer].detach(), -1, at::kFloat);
       const std::string name = "moe_layer" + std::to_string(i);
       report(name + "_imbalance", load.max() / load.mean());

@@ -1,5 +1,7 @@
 #include "moe.hpp"
 
+#include <loom_ops/grouped_linear.hpp>
+
 #include <algorithm>
 
 namespace loom_gpt {
@@ -17,30 +19,6 @@ MoeNames::MoeNames(const std::string& prefix, bool mixtral) {
   shared_expert_gate = block + "shared_expert_gate.weight";
 }
 
-at::Tensor grouped_linear(const at::Tensor& rows, const std::vector<at::Tensor>& weights, const at::Tensor& counts) {
-  const at::ScalarType t = rows.scalar_type();
-  if (t == at::kFloat || t == at::kBFloat16 || t == at::kHalf) {
-    // (E, in, out): each expert's weight transposed; offs: where each expert's rows end.
-    const at::Tensor stacked = at::stack(weights).transpose(1, 2);
-    const at::Tensor ends = counts.cumsum(0).to(at::kInt).to(rows.device());
-    return at::_grouped_mm(rows, stacked, ends);
-  }
-  const at::Tensor on_cpu = counts.cpu();
-  std::vector<at::Tensor> out;
-  int64_t start = 0;
-  for (size_t e = 0; e < weights.size(); ++e) {
-    const int64_t n = on_cpu[static_cast<int64_t>(e)].item<int64_t>();
-    out.push_back(at::linear(rows.narrow(0, start, n), weights[e]));
-    start += n;
-  }
-  return at::cat(out);
-}
-
-at::Tensor tokens_per_expert(const at::Tensor& chosen, int64_t experts) {
-  const at::Tensor flat = chosen.reshape({-1});
-  return at::zeros({experts}, flat.options()).scatter_add(0, flat, at::ones_like(flat));
-}
-
 namespace {
 
 namespace ep = loom::expert_parallel;
@@ -48,8 +26,9 @@ namespace ep = loom::expert_parallel;
 // The SwiGLU of w's experts on rows sorted by expert (counts: rows per expert of w).
 at::Tensor experts_of(const MoeWeights& w, const at::Tensor& rows, const at::Tensor& counts) {
   if (rows.size(0) == 0) return at::zeros({0, w.down.front().size(0)}, rows.options());
-  const at::Tensor h = at::silu(grouped_linear(rows, w.gate, counts)) * grouped_linear(rows, w.up, counts);
-  return grouped_linear(h, w.down, counts);
+  const at::Tensor gate = loom_ops::grouped_linear(rows, w.gate, counts);
+  const at::Tensor h = at::silu(gate) * loom_ops::grouped_linear(rows, w.up, counts);
+  return loom_ops::grouped_linear(h, w.down, counts);
 }
 
 // Rows (sorted by expert, counts per expert) computed by the ranks that own their experts:
@@ -104,7 +83,7 @@ MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x,
   const at::Tensor experts = chosen.reshape({-1});                                    // (N k)
   const at::Tensor order = std::get<1>(experts.sort(std::optional<bool>(true), 0, false));  // (N k), stable
   const at::Tensor token = at::floor_divide(order, k);
-  const at::Tensor counts = tokens_per_expert(experts, E);                            // (E)
+  const at::Tensor counts = loom_ops::tokens_per_expert(experts, E);                            // (E)
   const at::Tensor rows = flat.index_select(0, token);                                // (N k, C)
   const at::Tensor computed = group.split() ? experts_over_group(w, rows, counts, group) : experts_of(w, rows, counts);
   const at::Tensor y = computed * top.reshape({-1}).index_select(0, order).unsqueeze(1);

@@ -7,10 +7,8 @@
 // expert is a SwiGLU MLP of width Fe. Qwen2-MoE adds a shared expert on every token, scaled by
 // sigmoid(shared_expert_gate x).
 //
-// The experts run as grouped matrix products: the (token, expert) pairs are sorted by expert
-// once, and at::_grouped_mm multiplies each expert's contiguous rows by its own weights in one
-// call (CPU and CUDA, fp32/bf16/fp16); other dtypes (float64 in the tests) take one product per
-// expert on the same sorted rows. Shapes: N tokens, C width, E experts, k per token, Fe expert
+// The experts run as grouped matrix products (loom_ops::grouped_linear): the (token, expert)
+// pairs are sorted by expert once, then each expert's contiguous rows meet its own weights. Shapes: N tokens, C width, E experts, k per token, Fe expert
 // width.
 #pragma once
 
@@ -70,13 +68,6 @@ struct MoeOutput {
 // rows of every rank of the group (loom/expert_parallel.hpp).
 MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x,
                   const loom::expert_parallel::Group& group = {});
-
-// chosen: expert ids (any shape) -> (E) int64 counts. Unlike at::bincount, no host sync on a GPU.
-at::Tensor tokens_per_expert(const at::Tensor& chosen, int64_t experts);
-
-// rows: (N, C) with each (token, expert) pair's row; counts: (E) rows per expert, sorted by
-// expert; weights: E matrices (out, in) -> (N, out), each row times its expert's weight^T.
-at::Tensor grouped_linear(const at::Tensor& rows, const std::vector<at::Tensor>& weights, const at::Tensor& counts);
 
 // transformers' load_balancing_loss_func over the router logits of every sparse layer:
 // E * sum_e f_e P_e, f_e the share of (token, choice) pairs routed to e (summing to k), P_e the

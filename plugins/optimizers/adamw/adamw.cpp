@@ -1,13 +1,13 @@
 // adamw: Adam with decoupled weight decay (Loshchilov & Hutter, arXiv:1711.05101), the update
 // PyTorch's torch.optim.AdamW performs, run over the host's flat buffers: one fused pass per
-// dtype/device group (fused_adamw.hpp; LibTorch's fused kernel on CUDA) instead of about eight
+// dtype/device group (loom_ops/fused_adamw.hpp; LibTorch's fused kernel on CUDA) instead of about eight
 // ops per parameter.
 #include <ATen/core/grad_mode.h>
 #include <loom/optimizer.hpp>
 
 #include <cmath>
 
-#include "fused_adamw.hpp"
+#include <loom_ops/fused_adamw.hpp>
 
 namespace {
 
@@ -48,7 +48,7 @@ class AdamW final : public loom::Optimizer {
     for (size_t i = 0; i < groups_.size(); ++i) {
       at::Tensor& p = groups_[i].params;
       State& s = state_[i];
-      loom_adamw::adamw_step(p, groups_[i].grads, s.exp_avg, s.exp_avg_sq, s.decay_mask, s.scratch,
+      loom_ops::adamw_step(p, groups_[i].grads, s.exp_avg, s.exp_avg_sq, s.decay_mask, s.scratch,
                              {lr, beta1_, beta2_, eps_, weight_decay_, bias1, bias2_sqrt, step});
     }
   }
@@ -56,7 +56,7 @@ class AdamW final : public loom::Optimizer {
  private:
   struct State {
     at::Tensor exp_avg, exp_avg_sq;
-    loom_adamw::AdamWScratch scratch;  // made by the path that needs it, when it first runs
+    loom_ops::AdamWScratch scratch;  // made by the path that needs it, when it first runs
     at::Tensor decay_mask;  // 1 where weight decay applies
   };
   double beta1_, beta2_, eps_, weight_decay_;

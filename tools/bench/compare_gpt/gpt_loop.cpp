@@ -33,12 +33,12 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+#include <loom_ops/fused_adamw.hpp>
+#include <loom_ops/gelu_tanh.hpp>
+#include <loom_ops/packed_attention.hpp>
 
 #include "train/cpu_memory.hpp"
 #include "models/gpt/attention.hpp"
-#include "models/gpt/gelu_tanh.hpp"
-#include "models/gpt/packed_attention.hpp"
-#include "optimizers/adamw/fused_adamw.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -208,8 +208,8 @@ struct Gpt {
   at::Tensor attention(const Block& b, const at::Tensor& x) const {
     const int64_t Bn = x.size(0), Tn = x.size(1), D = C / H;
     const at::Tensor packed = conv1d(x, b.c_attn_w, b.c_attn_b);
-    if (plugin_kernels && packed_kernel && loom_gpt::packed_attention_applies(packed, mask_bias, 0.0, false))  // the plugin's CPU path
-      return conv1d(loom_gpt::packed_causal_attention(packed, H, mask_bias), b.attn_proj_w, b.attn_proj_b);
+    if (plugin_kernels && packed_kernel && loom_ops::packed_attention_applies(packed, mask_bias, 0.0, false))  // the plugin's CPU path
+      return conv1d(loom_ops::packed_causal_attention(packed, H, mask_bias), b.attn_proj_w, b.attn_proj_b);
     const std::vector<at::Tensor> qkv = packed.split(C, -1);
     const at::Tensor q = qkv[0].view({Bn, Tn, H, D}).transpose(1, 2);
     const at::Tensor k = qkv[1].view({Bn, Tn, H, D}).transpose(1, 2);
@@ -229,7 +229,7 @@ struct Gpt {
 
   at::Tensor mlp(const Block& b, const at::Tensor& x) const {
     const at::Tensor h = conv1d(x, b.c_fc_w, b.c_fc_b);
-    return conv1d(plugin_kernels ? loom_gpt::gelu_tanh(h) : at::gelu(h, "tanh"), b.mlp_proj_w, b.mlp_proj_b);
+    return conv1d(plugin_kernels ? loom_ops::gelu_tanh(h) : at::gelu(h, "tanh"), b.mlp_proj_w, b.mlp_proj_b);
   }
 
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) const {
@@ -307,7 +307,7 @@ struct FlatStep {
   const Args& a;
   Gpt& m;
   at::Tensor params, grads, exp_avg, exp_avg_sq, decay_mask;
-  loom_adamw::AdamWScratch scratch;
+  loom_ops::AdamWScratch scratch;
 
   FlatStep(const Args& args, Gpt& model) : a(args), m(model) {
     at::NoGradGuard no_grad;
@@ -346,7 +346,7 @@ struct FlatStep {
     at::NoGradGuard no_grad;
     const double bias1 = 1.0 - std::pow(a.beta1, static_cast<double>(step));
     const double bias2_sqrt = std::sqrt(1.0 - std::pow(a.beta2, static_cast<double>(step)));
-    loom_adamw::adamw_step(params, grads, exp_avg, exp_avg_sq, decay_mask, scratch,
+    loom_ops::adamw_step(params, grads, exp_avg, exp_avg_sq, decay_mask, scratch,
                            {a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, bias1, bias2_sqrt, step});
     return loss_value;
   }

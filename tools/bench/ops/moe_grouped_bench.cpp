@@ -1,6 +1,6 @@
 // moe_grouped_bench.cpp: the experts' matrix products of a mixture of experts, three ways, on
 // the same rows sorted by expert:
-//   grouped     loom_gpt::grouped_linear (plugins/models/gpt/moe.hpp): one at::_grouped_mm over
+//   grouped     loom_ops::grouped_linear (ops/grouped_linear/): one at::_grouped_mm over
 //               all experts (its fp32 path);
 //   narrow      one at::linear per expert on its narrow() of the rows, concatenated: what
 //               grouped_linear does for the dtypes _grouped_mm does not take. narrow's backward
@@ -27,6 +27,8 @@
 // (above 1: grouped is faster).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <loom_ops/grouped_linear.hpp>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
@@ -37,7 +39,6 @@
 #include <string>
 #include <vector>
 
-#include "models/gpt/moe.hpp"
 #include "train/cpu_memory.hpp"
 
 namespace {
@@ -126,7 +127,7 @@ int main(int argc, char** argv) {
       const at::Tensor stacked_weights = at::stack(weights).transpose(1, 2).detach().requires_grad_(true);
       const at::Tensor ends = counts.cumsum(0).to(at::kInt);
       std::vector<at::Tensor> stacked_inputs{x, stacked_weights};
-      const auto grouped = [&] { return loom_gpt::grouped_linear(x, weights, counts); };
+      const auto grouped = [&] { return loom_ops::grouped_linear(x, weights, counts); };
       const auto stacked = [&] { return at::_grouped_mm(x, stacked_weights, ends); };
       const auto narrowed = [&] { return per_expert(x, weights, counts_vec); };
       const auto split = [&] { return per_expert_split(x, weights, counts_vec); };

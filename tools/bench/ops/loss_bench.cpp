@@ -1,11 +1,12 @@
 // loss_bench.cpp: the output layer and the token loss, forward and backward, two ways: the
 // whole (N, V) logits through at::cross_entropy_loss (what gpt and llama did before issue 34)
-// and plugins/models/gpt/chunked_loss.cpp. One way per process, so that each peak RSS
+// and loom_ops::chunked_linear_cross_entropy (ops/chunked_loss/). One way per process, so that each peak RSS
 // (getrusage) is that way's own; tools/bench/README "The output layer's loss" runs both.
 //
 // usage: loom_bench_loss whole|chunked [--rows 4096] [--width 768] [--vocab 50304] [--reps 5]
 // Prints one JSON object: the way, the median ms of forward + backward, the peak RSS in MiB.
 #include <ATen/ATen.h>
+#include <loom_ops/chunked_loss.hpp>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <sys/resource.h>
@@ -16,8 +17,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include "models/gpt/chunked_loss.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 2 || (std::strcmp(argv[1], "whole") != 0 && std::strcmp(argv[1], "chunked") != 0)) {
@@ -43,7 +42,7 @@ int main(int argc, char** argv) {
   for (int64_t r = 0; r < reps; ++r) {
     const auto start = std::chrono::steady_clock::now();
     const at::Tensor loss =
-        chunked ? loom_gpt::chunked_linear_cross_entropy(hidden, weight, targets, -100, loom_gpt::loss_chunk_rows(vocab, at::kCPU))
+        chunked ? loom_ops::chunked_linear_cross_entropy(hidden, weight, targets, -100, loom_ops::loss_chunk_rows(vocab, at::kCPU))
                 : at::cross_entropy_loss(at::mm(hidden, weight.t()), targets, {}, at::Reduction::Sum, -100);
     torch::autograd::grad({loss}, {hidden, weight});
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());

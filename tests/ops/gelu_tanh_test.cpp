@@ -1,15 +1,15 @@
-// The gpt plugin's CPU GELU (plugins/models/gpt/gelu_tanh.cpp) against LibTorch's
-// at::gelu(x, "tanh") and its autograd: values and gradients, over a tensor long enough to be
+// The CPU GELU (ops/gelu_tanh/) against its reference, LibTorch's at::gelu(x, "tanh"), and its
+// autograd: values and gradients, over a tensor long enough to be
 // split across threads and over the extremes (exp overflowing, infinities).
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
+#include <loom_ops/gelu_tanh.hpp>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <cmath>
 #include <limits>
 
-#include "gelu_tanh.hpp"
 
 namespace {
 
@@ -22,8 +22,6 @@ std::pair<at::Tensor, at::Tensor> value_and_grad(at::Tensor (*f)(const at::Tenso
   return {y.detach(), grad};
 }
 
-at::Tensor libtorch_gelu(const at::Tensor& x) { return at::gelu(x, "tanh"); }
-
 }  // namespace
 
 TEST_CASE("gelu_tanh: LibTorch's values and gradients, as close to the exact ones as LibTorch's float path") {
@@ -31,10 +29,10 @@ TEST_CASE("gelu_tanh: LibTorch's values and gradients, as close to the exact one
   const at::Tensor x = at::cat({at::randn({1'000'003}) * 3, at::linspace(-30, 30, 4001),
                                 at::tensor({0.0f, -0.0f, 1e-30f, -1e-30f, 80.0f, -80.0f, 1e4f, -1e4f})});
   const at::Tensor w = at::randn_like(x);
-  const auto [y, grad] = value_and_grad(loom_gpt::gelu_tanh, x, w);
-  const auto [y_float, grad_float] = value_and_grad(libtorch_gelu, x, w);
+  const auto [y, grad] = value_and_grad(loom_ops::gelu_tanh, x, w);
+  const auto [y_float, grad_float] = value_and_grad(loom_ops::reference::gelu_tanh, x, w);
   // The reference: LibTorch's GELU in double precision, rounded to float.
-  const auto [y_double, grad_double] = value_and_grad(libtorch_gelu, x.to(at::kDouble), w.to(at::kDouble));
+  const auto [y_double, grad_double] = value_and_grad(loom_ops::reference::gelu_tanh, x.to(at::kDouble), w.to(at::kDouble));
   const at::Tensor y_ref = y_double.to(at::kFloat), grad_ref = grad_double.to(at::kFloat);
   // Absolute error scaled by max(1, |reference|).
   const auto error = [](const at::Tensor& got, const at::Tensor& want) {
@@ -50,11 +48,11 @@ TEST_CASE("gelu_tanh: LibTorch's values and gradients, as close to the exact one
 
 TEST_CASE("gelu_tanh: infinities as LibTorch, and other tensors go to at::gelu") {
   const float inf = std::numeric_limits<float>::infinity();
-  const at::Tensor y = loom_gpt::gelu_tanh(at::tensor({inf, -inf}));
+  const at::Tensor y = loom_ops::gelu_tanh(at::tensor({inf, -inf}));
   CHECK(y[0].item<float>() == inf);
   CHECK(std::isnan(y[1].item<float>()) == std::isnan(at::gelu(at::tensor({-inf}), "tanh")[0].item<float>()));
   const at::Tensor strided = at::randn({64, 64}).t();  // not contiguous: LibTorch's path
-  CHECK(at::allclose(loom_gpt::gelu_tanh(strided), at::gelu(strided, "tanh")));
+  CHECK(at::allclose(loom_ops::gelu_tanh(strided), at::gelu(strided, "tanh")));
   const at::Tensor doubles = at::randn({100}, at::kDouble);
-  CHECK(at::equal(loom_gpt::gelu_tanh(doubles), at::gelu(doubles, "tanh")));
+  CHECK(at::equal(loom_ops::gelu_tanh(doubles), at::gelu(doubles, "tanh")));
 }

@@ -1,4 +1,4 @@
-#include "gelu_tanh_math.hpp"
+#include "gelu_tanh_cpu.hpp"
 
 #include <cmath>
 
@@ -12,7 +12,7 @@ extern "C" float expf(float) noexcept __attribute__((simd("notinbranch")));
 #define LOOM_GELU_EXP std::exp
 #endif
 
-namespace loom_gpt {
+namespace loom_ops::cpu {
 namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;  // Hendrycks & Gimpel, arXiv:1606.08415, the tanh approximation
@@ -42,4 +42,4 @@ LOOM_GELU_CLONES void gelu_tanh_backward(const float* __restrict dy, const float
   }
 }
 
-}  // namespace loom_gpt
+}  // namespace loom_ops::cpu

@@ -1,4 +1,4 @@
-#include "packed_attention.hpp"
+#include <loom_ops/packed_attention.hpp>
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstring>
 
-namespace loom_gpt {
+namespace loom_ops {
 namespace {
 
 // Heads in parallel, each GEMM on one thread, unless the BLAS is OpenBLAS's pthreads build,
@@ -162,4 +162,4 @@ at::Tensor packed_causal_attention(const at::Tensor& qkv, int64_t n_head, const 
   return PackedAttention::apply(qkv, n_head, mask);
 }
 
-}  // namespace loom_gpt
+}  // namespace loom_ops

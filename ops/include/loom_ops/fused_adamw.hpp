@@ -9,7 +9,7 @@
 
 #include <ATen/ATen.h>
 
-namespace loom_adamw {
+namespace loom_ops {
 
 struct AdamWStep {
   double lr, beta1, beta2, eps, weight_decay;
@@ -40,4 +40,4 @@ void adamw_step_tensor_ops(at::Tensor& p, const at::Tensor& grad, at::Tensor& ex
 void adamw_step_libtorch_fused(at::Tensor& p, const at::Tensor& grad, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
                                const at::Tensor& decay_mask, AdamWScratch& scratch, const AdamWStep& s);
 
-}  // namespace loom_adamw
+}  // namespace loom_ops

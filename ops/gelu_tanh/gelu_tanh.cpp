@@ -1,11 +1,11 @@
-#include "gelu_tanh.hpp"
+#include <loom_ops/gelu_tanh.hpp>
 
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "gelu_tanh_math.hpp"
+#include "gelu_tanh_cpu.hpp"
 
-namespace loom_gpt {
+namespace loom_ops {
 namespace {
 
 // 32K elements per task, LibTorch's own elementwise grain: below that a thread costs more than it saves.
@@ -18,7 +18,7 @@ struct GeluTanh : torch::autograd::Function<GeluTanh> {
     const float* in = x.data_ptr<float>();
     float* out = y.data_ptr<float>();
     at::parallel_for(0, x.numel(), kGrain,
-                     [&](int64_t begin, int64_t end) { gelu_tanh_forward(in + begin, out + begin, end - begin); });
+                     [&](int64_t begin, int64_t end) { cpu::gelu_tanh_forward(in + begin, out + begin, end - begin); });
     return y;
   }
 
@@ -31,7 +31,7 @@ struct GeluTanh : torch::autograd::Function<GeluTanh> {
     const float* in = x.data_ptr<float>();
     float* out = dx.data_ptr<float>();
     at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      gelu_tanh_backward(g + begin, in + begin, out + begin, end - begin);
+      cpu::gelu_tanh_backward(g + begin, in + begin, out + begin, end - begin);
     });
     return {dx};
   }
@@ -45,4 +45,4 @@ at::Tensor gelu_tanh(const at::Tensor& x) {
   return at::gelu(x, "tanh");
 }
 
-}  // namespace loom_gpt
+}  // namespace loom_ops

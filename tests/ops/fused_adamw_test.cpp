@@ -4,18 +4,18 @@
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
+#include <loom_ops/fused_adamw.hpp>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
-#include "fused_adamw.hpp"
 #include "python_torch.hpp"
 #include "run_host.hpp"
 
 namespace fs = std::filesystem;
-using loom_adamw::AdamWStep;
+using loom_ops::AdamWStep;
 
 namespace {
 
@@ -25,7 +25,7 @@ constexpr double kLr = 1e-3, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kDecay =
 
 struct Buffers {
   at::Tensor p, m, v;
-  loom_adamw::AdamWScratch scratch;
+  loom_ops::AdamWScratch scratch;
 };
 
 Buffers start(const at::Tensor& p0) { return {p0.clone(), at::zeros_like(p0), at::zeros_like(p0), {}}; }
@@ -59,8 +59,8 @@ TEST_CASE("fused AdamW: one pass gives the tensor ops' numbers, with and without
     Buffers fused = start(p0), ops = start(p0);
     for (int step = 1; step <= kSteps; ++step) {
       const at::Tensor g = at::randn({kElements}) * 0.01;
-      loom_adamw::adamw_step(fused.p, g, fused.m, fused.v, mask, fused.scratch, hyper(step, weight_decay));
-      loom_adamw::adamw_step_tensor_ops(ops.p, g, ops.m, ops.v, mask, ops.scratch, hyper(step, weight_decay));
+      loom_ops::adamw_step(fused.p, g, fused.m, fused.v, mask, fused.scratch, hyper(step, weight_decay));
+      loom_ops::adamw_step_tensor_ops(ops.p, g, ops.m, ops.v, mask, ops.scratch, hyper(step, weight_decay));
     }
     INFO("weight_decay " << weight_decay);
     // The same operations in the same order; the tensor ops may run vector code whose last
@@ -82,8 +82,8 @@ TEST_CASE("fused AdamW: LibTorch's fused kernel gives the one-pass loop's number
     Buffers loop = start(p0), kernel = start(p0);
     for (int step = 1; step <= kSteps; ++step) {
       const at::Tensor g = at::randn({kElements}) * 0.01;
-      loom_adamw::adamw_step(loop.p, g, loop.m, loop.v, mask, loop.scratch, hyper(step, weight_decay));
-      loom_adamw::adamw_step_libtorch_fused(kernel.p, g, kernel.m, kernel.v, mask, kernel.scratch,
+      loom_ops::adamw_step(loop.p, g, loop.m, loop.v, mask, loop.scratch, hyper(step, weight_decay));
+      loom_ops::adamw_step_libtorch_fused(kernel.p, g, kernel.m, kernel.v, mask, kernel.scratch,
                                             hyper(step, weight_decay));
     }
     INFO("weight_decay " << weight_decay);
@@ -114,7 +114,7 @@ TEST_CASE("fused AdamW: equals torch.optim.AdamW in Python") {
   for (int step = 1; step <= kSteps; ++step) {
     const at::Tensor g = at::randn({kElements}) * 0.01;
     write_floats(dir / ("g" + std::to_string(step) + ".bin"), g);
-    loom_adamw::adamw_step(fused.p, g, fused.m, fused.v, mask, fused.scratch, hyper(step, kDecay));
+    loom_ops::adamw_step(fused.p, g, fused.m, fused.v, mask, fused.scratch, hyper(step, kDecay));
   }
   // The decayed and the exempt elements are two parameter groups, as a PyTorch user sets it up.
   std::ofstream(dir / "reference.py") << R"(import sys, torch

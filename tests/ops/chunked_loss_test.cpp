@@ -5,11 +5,11 @@
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
+#include <loom_ops/chunked_loss.hpp>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <vector>
 
-#include "chunked_loss.hpp"
 
 namespace {
 
@@ -46,7 +46,7 @@ TEST_CASE("chunked loss: the whole logits' loss and gradients, chunk by chunk") 
   const auto want = reference(in, 0.25);
   for (const int64_t chunk : {int64_t{8}, int64_t{1}, N, int64_t{1000}}) {
     std::vector<at::Tensor> x{in.hidden.clone().requires_grad_(true), in.weight.clone().requires_grad_(true)};
-    const at::Tensor loss = loom_gpt::chunked_linear_cross_entropy(x[0], x[1], in.targets, kIgnore, chunk);
+    const at::Tensor loss = loom_ops::chunked_linear_cross_entropy(x[0], x[1], in.targets, kIgnore, chunk);
     const auto grads = torch::autograd::grad({loss * 0.25}, x);
     INFO("chunk rows " << chunk);
     CHECK((loss.scalar_type() == at::kFloat));
@@ -63,19 +63,19 @@ TEST_CASE("chunked loss: bf16 products stay close; evaluation computes no gradie
   const auto want = reference(in, 1.0);
   std::vector<at::Tensor> x{in.hidden.to(at::kBFloat16).requires_grad_(true),
                             in.weight.to(at::kBFloat16).requires_grad_(true)};
-  const at::Tensor loss = loom_gpt::chunked_linear_cross_entropy(x[0], x[1], in.targets, kIgnore, 8);
+  const at::Tensor loss = loom_ops::chunked_linear_cross_entropy(x[0], x[1], in.targets, kIgnore, 8);
   const auto grads = torch::autograd::grad({loss}, x);
   CHECK((grads[0].scalar_type() == at::kBFloat16));
   CHECK(error(loss, want[0]) < 1e-2);
   CHECK(error(grads[0], want[1]) < 3e-2);
   CHECK(error(grads[1], want[2]) < 3e-2);
-  const at::Tensor plain = loom_gpt::chunked_linear_cross_entropy(in.hidden, in.weight, in.targets, kIgnore, 8);
+  const at::Tensor plain = loom_ops::chunked_linear_cross_entropy(in.hidden, in.weight, in.targets, kIgnore, 8);
   CHECK_FALSE(plain.requires_grad());
   CHECK(error(plain, want[0]) < 1e-6);
   // A frozen output layer (LoRA): only the hidden rows get a gradient, the same as before.
   const at::Tensor h = in.hidden.clone().requires_grad_(true);
-  const at::Tensor frozen = loom_gpt::chunked_linear_cross_entropy(h, in.weight, in.targets, kIgnore, 8);
+  const at::Tensor frozen = loom_ops::chunked_linear_cross_entropy(h, in.weight, in.targets, kIgnore, 8);
   CHECK(error(torch::autograd::grad({frozen}, {h})[0], reference(in, 1.0)[1]) < 1e-6);
-  CHECK(loom_gpt::loss_chunk_rows(50304, at::kCUDA) == 2668);  // GPT-2: 7 chunks at batch 16 x 1024
-  CHECK(loom_gpt::loss_chunk_rows(50304, at::kCPU) == 667);    // 25
+  CHECK(loom_ops::loss_chunk_rows(50304, at::kCUDA) == 2668);  // GPT-2: 7 chunks at batch 16 x 1024
+  CHECK(loom_ops::loss_chunk_rows(50304, at::kCPU) == 667);    // 25
 }

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-namespace loom_gpt {
+namespace loom_ops {
 
 // Rows per chunk for a vocabulary of V, never under 1: on a GPU about 128M logits a chunk (up
 // to 8 bytes each while it lives, in bf16: the logits, fp32 log-probabilities, then their
@@ -29,4 +29,11 @@ int64_t loss_chunk_rows(int64_t vocab, at::DeviceType device);
 at::Tensor chunked_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
                                         int64_t ignore_index, int64_t chunk_rows);
 
-}  // namespace loom_gpt
+namespace reference {
+// at::cross_entropy_loss(hidden weight^T, targets, Sum, ignore_index) over the whole logits,
+// in fp32: what chunked_linear_cross_entropy must match, value and gradients.
+at::Tensor linear_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
+                                int64_t ignore_index);
+}  // namespace reference
+
+}  // namespace loom_ops

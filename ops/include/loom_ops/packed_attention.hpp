@@ -10,7 +10,7 @@
 // scaled_dot_product_attention (attention.hpp) because it still measures faster on the CPU in
 // fp32: 2-4% at one thread, 7-20% at two, GPT sizes small and medium (tools/bench/README
 // "Attention on the CPU"); everything else (CUDA, bf16, dropout, llama, packed rows, decoding)
-// takes the fused kernels.
+// takes the fused kernels (the transformer models' attention layer).
 // Same arithmetic as attention.hpp's causal_attention (scale and mask added before the softmax),
 // except that the products skip the 64 x 64 blocks above the diagonal, whose probabilities
 // are exactly 0: the mask must be causal (-inf above the diagonal), as causal_mask makes it.
@@ -18,7 +18,7 @@
 
 #include <ATen/ATen.h>
 
-namespace loom_gpt {
+namespace loom_ops {
 
 // Whether packed_causal_attention can take these: contiguous fp32 CPU qkv (B, T, 3C), a 2-D
 // (T_max, T_max) mask, no attention dropout.
@@ -29,4 +29,10 @@ bool packed_attention_applies(const at::Tensor& qkv, const at::Tensor& mask, dou
 // Returns softmax(q k^T / sqrt(D) + mask) v with the heads merged: (B, T, C). Differentiable once.
 at::Tensor packed_causal_attention(const at::Tensor& qkv, int64_t n_head, const at::Tensor& mask);
 
-}  // namespace loom_gpt
+namespace reference {
+// The textbook path in any dtype and on any device: q, k, v split into (B, H, T, D) heads,
+// softmax(q k^T / sqrt(D) + mask) v with LibTorch's matmul and softmax, heads merged again.
+at::Tensor packed_causal_attention(const at::Tensor& qkv, int64_t n_head, const at::Tensor& mask);
+}  // namespace reference
+
+}  // namespace loom_ops

@@ -1,11 +1,11 @@
-#include "chunked_loss.hpp"
+#include <loom_ops/chunked_loss.hpp>
 
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 
-namespace loom_gpt {
+namespace loom_ops {
 namespace {
 
 struct ChunkedLinearCrossEntropy : torch::autograd::Function<ChunkedLinearCrossEntropy> {
@@ -75,4 +75,4 @@ at::Tensor chunked_linear_cross_entropy(const at::Tensor& hidden, const at::Tens
   return ChunkedLinearCrossEntropy::apply(hidden, weight, targets, ignore_index, std::max<int64_t>(chunk_rows, 1));
 }
 
-}  // namespace loom_gpt
+}  // namespace loom_ops

@@ -1,11 +1,11 @@
-#include "fused_adamw.hpp"
+#include <loom_ops/fused_adamw.hpp>
 
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
 
-namespace loom_adamw {
+namespace loom_ops {
 namespace {
 
 // The per-element update. Each line repeats the rounding of the tensor op it replaces (the
@@ -85,4 +85,4 @@ void adamw_step_libtorch_fused(at::Tensor& p, const at::Tensor& grad, at::Tensor
                     /*weight_decay=*/0.0, s.eps, /*amsgrad=*/false, /*maximize=*/false);
 }
 
-}  // namespace loom_adamw
+}  // namespace loom_ops

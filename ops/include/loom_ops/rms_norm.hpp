@@ -1,0 +1,18 @@
+// rms_norm.hpp: RMSNorm (Zhang & Sennrich 2019) as Hugging Face's LlamaRMSNorm computes it,
+// which Llama, Mistral, Qwen2/3 and their MoE variants share: normalised in fp32 whatever x's
+// dtype, cast back to it, then scaled by the weight,
+//   w * (x / sqrt(mean(x^2) + eps))   over the last dimension.
+// The order of the casts is part of the contract: the models match transformers' logits with
+// it. Today the entry point is that composition of LibTorch ops on every device (its own
+// reference); a fused CUDA kernel comes with the GPU speed work and must match it.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace loom_ops {
+
+// x: (..., D); w: (D). Differentiable. The result has the dtype of x times w (LibTorch's
+// promotion), as in transformers.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
+
+}  // namespace loom_ops

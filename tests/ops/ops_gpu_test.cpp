@@ -1,0 +1,118 @@
+// ops_gpu_test.cpp: every op on a CUDA device against its reference (ctest label `gpu`):
+// loom_ops_cuda's kernels in each dtype they take, values and gradients, and the ops' ATen
+// entry points as the models call them on a GPU. Without a CUDA device it prints why and exits
+// 77, which ctest reports as skipped. On the GPU machine: ctest -L gpu (tools/device-check).
+#define DOCTEST_CONFIG_IMPLEMENT
+#include "torch_doctest.hpp"  // before any torch or doctest header
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <loom_ops/chunked_loss.hpp>
+#include <loom_ops/fused_adamw.hpp>
+#include <loom_ops/gelu_tanh.hpp>
+#include <loom_ops/grouped_linear.hpp>
+#include <loom_ops/rms_norm.hpp>
+#include <loom_ops/rotary.hpp>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "largest_error.hpp"
+
+using loom_ops_test::largest_error;
+
+namespace {
+
+const at::TensorOptions kCuda = at::TensorOptions().device(at::kCUDA);
+
+// (value, gradient of sum(y * w)) for f at x.
+template <class F>
+std::pair<at::Tensor, at::Tensor> value_and_grad(F f, const at::Tensor& x, const at::Tensor& w) {
+  const at::Tensor input = x.detach().clone().requires_grad_(true);
+  const at::Tensor y = f(input);
+  return {y.detach(), torch::autograd::grad({(y * w).sum()}, {input})[0]};
+}
+
+}  // namespace
+
+TEST_CASE("cuda::gelu_tanh: the reference's values and gradients in float32, bfloat16 and float16") {
+  at::manual_seed(3);
+  const at::Tensor x = at::cat({at::randn({1'000'003}) * 3, at::linspace(-30, 30, 4001)}).to(kCuda.device());
+  const at::Tensor w = at::randn_like(x);
+  struct Case { at::ScalarType type; double value, gradient; };
+  for (const Case c : {Case{at::kFloat, 1e-6, 4e-6}, Case{at::kBFloat16, 1e-2, 2e-2}, Case{at::kHalf, 2e-3, 4e-3}}) {
+    const std::string type_name = c10::toString(c.type);
+    CAPTURE(type_name);
+    const auto [y, grad] = value_and_grad(loom_ops::cuda::gelu_tanh, x.to(c.type), w.to(c.type));
+    const auto [y_ref, grad_ref] = value_and_grad(loom_ops::reference::gelu_tanh, x.to(at::kDouble), w.to(at::kDouble));
+    CHECK((y.scalar_type() == c.type));
+    CHECK(largest_error(y, y_ref) < c.value);
+    CHECK(largest_error(grad, grad_ref) < c.gradient);
+  }
+  const at::Tensor strided = at::randn({64, 64}, kCuda).t();  // not contiguous: copied first
+  CHECK(largest_error(loom_ops::cuda::gelu_tanh(strided), loom_ops::reference::gelu_tanh(strided)) < 1e-6);
+  CHECK(loom_ops::cuda::gelu_tanh(at::empty({0}, kCuda)).numel() == 0);
+  CHECK_THROWS_AS(loom_ops::cuda::gelu_tanh(at::randn({4})), std::invalid_argument);
+  CHECK_THROWS_AS(loom_ops::cuda::gelu_tanh(at::randn({4}, kCuda.dtype(at::kDouble))), std::invalid_argument);
+}
+
+TEST_CASE("the ops' entry points on CUDA: the reference's numbers") {
+  at::manual_seed(8);
+  // GELU as the models call it (at::gelu on CUDA today).
+  const at::Tensor x = at::randn({4096}, kCuda);
+  CHECK(largest_error(loom_ops::gelu_tanh(x), loom_ops::reference::gelu_tanh(x.to(at::kDouble))) < 1e-6);
+
+  // The chunked loss: bf16 products, fp32 loss, against whole logits in fp32.
+  const int64_t N = 300, C = 64, V = 1000;
+  const at::Tensor hidden = at::randn({N, C}, kCuda), weight = at::randn({V, C}, kCuda) * 0.1;
+  at::Tensor targets = at::randint(0, V, {N}, kCuda.dtype(at::kLong));
+  targets.index_put_({at::arange(0, N, 7, kCuda.dtype(at::kLong))}, -100);
+  const at::Tensor chunked = loom_ops::chunked_linear_cross_entropy(hidden, weight, targets, -100, 64);
+  CHECK(largest_error(chunked, loom_ops::reference::linear_cross_entropy(hidden, weight, targets, -100)) < 1e-5);
+
+  // The experts' grouped products in bfloat16 (at::_grouped_mm's CUDA kernel).
+  const at::Tensor counts = at::tensor({5, 0, 19, 8}, at::kLong);
+  std::vector<at::Tensor> experts;
+  for (int e = 0; e < 4; ++e) experts.push_back(at::randn({48, 32}, kCuda.dtype(at::kBFloat16)));
+  const at::Tensor rows = at::randn({32, 32}, kCuda.dtype(at::kBFloat16));
+  const at::Tensor grouped = loom_ops::grouped_linear(rows, experts, counts.to(at::kCUDA));
+  CHECK(largest_error(grouped, loom_ops::reference::grouped_linear(rows, experts, counts)) < 1e-2);
+
+  // RMSNorm and rotary: the CPU's numbers.
+  const at::Tensor h = at::randn({2, 9, 64}, kCuda), scale = at::rand({64}, kCuda) + 0.5;
+  CHECK(largest_error(loom_ops::rms_norm(h, scale, 1e-6), loom_ops::rms_norm(h.cpu(), scale.cpu(), 1e-6)) < 1e-6);
+  const loom_ops::Rope on_gpu(32, 16, 10000.0, kCuda.device()), on_cpu(32, 16, 10000.0, at::kCPU);
+  const at::Tensor q = at::randn({2, 4, 9, 16}, kCuda);
+  CHECK(largest_error(on_gpu.apply(q), on_cpu.apply(q.cpu())) < 1e-6);
+
+  // AdamW through LibTorch's fused CUDA kernel against the eight tensor ops.
+  const at::Tensor p0 = at::randn({100'003}, kCuda), mask = (at::rand({100'003}, kCuda) < 0.7).to(at::kFloat);
+  at::Tensor p1 = p0.clone(), m1 = at::zeros_like(p0), v1 = at::zeros_like(p0);
+  at::Tensor p2 = p0.clone(), m2 = at::zeros_like(p0), v2 = at::zeros_like(p0);
+  loom_ops::AdamWScratch s1, s2;
+  for (int step = 1; step <= 3; ++step) {
+    const at::Tensor g = at::randn_like(p0) * 0.01;
+    const loom_ops::AdamWStep hyper{1e-3, 0.9, 0.999, 1e-8, 0.1, 1.0 - std::pow(0.9, step),
+                                    std::sqrt(1.0 - std::pow(0.999, step)), step};
+    loom_ops::adamw_step(p1, g, m1, v1, mask, s1, hyper);
+    loom_ops::adamw_step_tensor_ops(p2, g, m2, v2, mask, s2, hyper);
+  }
+  CHECK(largest_error(p1, p2) < 1e-6);
+}
+
+int main(int argc, char** argv) {
+  const int gpus = at::hasCUDA() ? at::detail::getCUDAHooks().getNumGPUs() : 0;
+  if (gpus == 0) {
+    std::printf("ops_gpu_tests skipped: %s\n", at::hasCUDA() ? "no GPU is visible to LibTorch"
+                                                               : "LibTorch reports no CUDA (a CPU-only build, or no CUDA driver here)");
+    return 77;  // SKIP_RETURN_CODE in tests/ops/CMakeLists.txt
+  }
+  doctest::Context context(argc, argv);
+  return context.run();
+}

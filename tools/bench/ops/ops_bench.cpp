@@ -1,0 +1,129 @@
+// ops_bench.cpp: each op's paths side by side on one device, forward and forward + backward:
+// the entry point the models call, its reference, and on CUDA the kernels of loom_ops_cuda.
+// Shapes are a GPT-2 124M layer at batch 16 x 1024 (--small: 1 x 128). One JSON object a line:
+// op, path, device, dtype, elements, the median ms of forward and of forward + backward, and
+// the ratio of the reference's time to this path's (above 1: faster than the reference).
+//
+// usage: loom_bench_ops [--device cpu|cuda] [--reps 20] [--small]
+// The benchmark of the ops tools/device-check runs on the GPU machine (with --device cuda).
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/core/grad_mode.h>
+#include <loom_ops/gelu_tanh.hpp>
+#include <loom_ops/rms_norm.hpp>
+#include <loom_ops/rotary.hpp>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#ifdef LOOM_BENCH_OPS_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+namespace {
+
+struct Options {
+  at::Device device = at::kCPU;
+  int reps = 20;
+  bool small = false;
+};
+
+void synchronize(const at::Device& device) {
+#ifdef LOOM_BENCH_OPS_CUDA
+  if (device.is_cuda()) at::cuda::getCurrentCUDAStream().synchronize();
+#else
+  (void)device;
+#endif
+}
+
+// The median milliseconds of `reps` calls of f, after three untimed ones.
+double median_ms(const std::function<void()>& f, const Options& o) {
+  std::vector<double> ms;
+  for (int i = 0; i < o.reps + 3; ++i) {
+    synchronize(o.device);
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    synchronize(o.device);
+    if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return ms[ms.size() / 2];
+}
+
+using Path = std::function<at::Tensor(const at::Tensor&)>;
+
+// Times forward and forward + backward of each path on x; the first path is the reference.
+void compare(const std::string& op, const at::Tensor& x, const std::vector<std::pair<std::string, Path>>& paths,
+             const Options& o) {
+  const at::Tensor up = at::randn_like(x);
+  double reference_forward = 0, reference_both = 0;
+  for (const auto& [name, f] : paths) {
+    const double forward = median_ms([&] { at::NoGradGuard no_grad; f(x); }, o);
+    const double both = median_ms([&] {
+      const at::Tensor input = x.detach().requires_grad_(true);
+      torch::autograd::grad({(f(input) * up).sum()}, {input});
+    }, o);
+    if (reference_forward == 0) reference_forward = forward, reference_both = both;
+    std::printf("{\"op\": \"%s\", \"path\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"elements\": %lld, "
+                "\"forward_ms\": %.4f, \"forward_backward_ms\": %.4f, \"reference_over_path\": [%.3f, %.3f]}\n",
+                op.c_str(), name.c_str(), o.device.str().c_str(), c10::toString(x.scalar_type()),
+                static_cast<long long>(x.numel()), forward, both, reference_forward / forward, reference_both / both);
+  }
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--device" && i + 1 < argc) {
+      o.device = at::Device(argv[++i]);
+    } else if (a == "--reps" && i + 1 < argc) {
+      o.reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--small") {
+      o.small = true;
+    } else {
+      std::fprintf(stderr, "usage: loom_bench_ops [--device cpu|cuda] [--reps N] [--small]\n");
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  if (o.device.is_cuda() && !at::hasCUDA()) {
+    std::fprintf(stderr, "loom_bench_ops: --device cuda, but this LibTorch has no CUDA device\n");
+    return 2;
+  }
+  const int64_t B = o.small ? 1 : 16, T = o.small ? 128 : 1024, C = 768, H = 12;
+  const at::TensorOptions on = at::TensorOptions().device(o.device);
+  std::vector<at::ScalarType> types{at::kFloat};
+  if (o.device.is_cuda()) types.push_back(at::kBFloat16);
+  for (const at::ScalarType t : types) {
+    const at::Tensor mlp = at::randn({B, T, 4 * C}, on.dtype(t));  // the MLP's hidden activations
+    std::vector<std::pair<std::string, Path>> gelu{{"reference", loom_ops::reference::gelu_tanh},
+                                                   {"entry", loom_ops::gelu_tanh}};
+#ifdef LOOM_BENCH_OPS_CUDA
+    if (o.device.is_cuda()) gelu.emplace_back("cuda_kernel", loom_ops::cuda::gelu_tanh);
+#endif
+    compare("gelu_tanh", mlp, gelu, o);
+
+    const at::Tensor hidden = at::randn({B, T, C}, on.dtype(t)), weight = at::rand({C}, on) + 0.5;
+    const Path norm = [&](const at::Tensor& x) { return loom_ops::rms_norm(x, weight, 1e-5); };
+    const Path native = [&](const at::Tensor& x) { return at::rms_norm(x, {C}, weight.to(x.scalar_type()), 1e-5); };
+    compare("rms_norm", hidden, {{"at::rms_norm", native}, {"entry", norm}}, o);
+
+    const loom_ops::Rope rope(T, C / H, 10000.0, o.device);
+    const at::Tensor q = at::randn({B, H, T, C / H}, on.dtype(t));
+    compare("rotary", q, {{"entry", [&](const at::Tensor& x) { return rope.apply(x); }}}, o);
+  }
+  return 0;
+}
