@@ -3,9 +3,9 @@
 
 #include <sys/stat.h>
 
-#include "files.hpp"
-#include "format_error.hpp"
-#include "hf_folder.hpp"
+#include "formats/files.hpp"
+#include "formats/format_error.hpp"
+#include "formats/hf_folder.hpp"
 #include "hf_tokenizer.hpp"
 
 namespace loom::tok {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "abi/instance.hpp"
-#include "tensor_split.hpp"
+#include "formats/tensor_split.hpp"
 
 namespace loom {
 

@@ -9,9 +9,9 @@
 #include <map>
 
 #include "base/failure.hpp"
-#include "format_error.hpp"
-#include "hf_folder.hpp"
-#include "safetensors.hpp"
+#include "formats/format_error.hpp"
+#include "formats/hf_folder.hpp"
+#include "formats/safetensors.hpp"
 
 namespace fs = std::filesystem;
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "abi/compute_components.hpp"
-#include "safetensors.hpp"
+#include "formats/safetensors.hpp"
 
 namespace loom {
 

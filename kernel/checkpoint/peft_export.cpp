@@ -5,7 +5,7 @@
 
 #include "base/failure.hpp"
 #include "checkpoint/hf_export.hpp"
-#include "peft_adapter.hpp"
+#include "formats/peft_adapter.hpp"
 
 namespace fs = std::filesystem;
 

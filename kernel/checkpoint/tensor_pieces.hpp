@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor_split.hpp"
+#include "formats/tensor_split.hpp"
 
 namespace loom {
 

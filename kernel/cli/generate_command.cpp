@@ -14,14 +14,14 @@
 #include <nlohmann/json.hpp>
 
 #include "base/failure.hpp"
-#include "chat_template.hpp"
+#include "chat/chat_template.hpp"
 #include "cli/commands.hpp"
 #include "cli/generation.hpp"
 #include "cli/rebuilt_model.hpp"
-#include "files.hpp"
-#include "format_error.hpp"
-#include "hf_folder.hpp"
-#include "tokenizer.hpp"
+#include "formats/files.hpp"
+#include "formats/format_error.hpp"
+#include "formats/hf_folder.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace fs = std::filesystem;
 

@@ -16,7 +16,7 @@
 #include "config/manifest.hpp"
 #include "config/options.hpp"
 #include "config/plan.hpp"
-#include "hf_folder.hpp"
+#include "formats/hf_folder.hpp"
 #include "train/run_state.hpp"
 
 namespace fs = std::filesystem;

@@ -12,8 +12,8 @@
 #include "checkpoint/sharded_checkpoint.hpp"
 #include "checkpoint/checkpoint_index.hpp"
 #include "checkpoint/row_parts.hpp"
-#include "format_error.hpp"
-#include "weight_loading.hpp"
+#include "formats/format_error.hpp"
+#include "formats/weight_loading.hpp"
 
 namespace fs = std::filesystem;
 

@@ -14,7 +14,7 @@
 #include "abi/compute_components.hpp"
 #include "train/flat_params.hpp"
 #include "train/frozen_params.hpp"
-#include "train/sparse_tables.hpp"
+#include "train/sparse_table_updates.hpp"
 #include "train/run_plan.hpp"
 #include "abi/observer_components.hpp"
 #include "dist/device_mesh.hpp"

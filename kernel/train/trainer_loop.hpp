@@ -23,7 +23,7 @@
 #include "train/run_state.hpp"
 #include "train/step_values.hpp"
 #include "train/mesh_groups.hpp"
-#include "train/tensor_parallel.hpp"
+#include "train/tensor_parallel_trainer.hpp"
 #include "train/tensor_parallel_checkpoint.hpp"
 #include "train/trainer.hpp"
 

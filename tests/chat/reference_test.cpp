@@ -7,7 +7,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "chat_template.hpp"
+#include "chat/chat_template.hpp"
 #include "run_host.hpp"
 #include "tokenizer_files.hpp"
 

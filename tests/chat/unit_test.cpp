@@ -2,8 +2,8 @@
 // templates, and templates that must fail with one line naming the line and construct.
 #include <doctest/doctest.h>
 
-#include "builtin_templates.hpp"
-#include "chat_template.hpp"
+#include "chat/builtin_templates.hpp"
+#include "chat/chat_template.hpp"
 
 using loom::chat::ChatTemplate;
 using loom::chat::TemplateError;

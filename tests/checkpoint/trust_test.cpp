@@ -15,7 +15,7 @@
 #include <functional>
 
 #include "run_host.hpp"
-#include "safetensors.hpp"
+#include "formats/safetensors.hpp"
 
 namespace fs = std::filesystem;
 using loom_test::contains;

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "criteo_line.hpp"
-#include "data_error.hpp"
+#include "plugins/datasets/criteo_tsv/criteo_line.hpp"
+#include "plugins/datasets/common/data_error.hpp"
 #include "run_host.hpp"
-#include "tsv_files.hpp"
+#include "plugins/datasets/criteo_tsv/tsv_files.hpp"
 
 using namespace loom::criteo;
 namespace fs = std::filesystem;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "criteo_line.hpp"
-#include "data_error.hpp"
+#include "plugins/datasets/criteo_tsv/criteo_line.hpp"
+#include "plugins/datasets/common/data_error.hpp"
 
 using namespace loom::criteo;
 

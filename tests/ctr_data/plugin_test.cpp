@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "criteo_line.hpp"
+#include "plugins/datasets/criteo_tsv/criteo_line.hpp"
 #include "ctr_plugin.hpp"
-#include "little_endian.hpp"
+#include "plugins/datasets/common/little_endian.hpp"
 #include "run_host.hpp"
 
 using namespace ctr_test;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "criteo_line.hpp"
+#include "plugins/datasets/criteo_tsv/criteo_line.hpp"
 #include "run_host.hpp"
 
 namespace fs = std::filesystem;

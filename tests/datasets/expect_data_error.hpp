@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "data_error.hpp"
+#include "plugins/datasets/common/data_error.hpp"
 #include "run_host.hpp"
 
 namespace loom_test {

@@ -22,7 +22,7 @@
 #include "abi/registry.hpp"
 #include "plugin_slots.hpp"
 #include "run_host.hpp"
-#include "token_file_format.hpp"
+#include "plugins/datasets/common/token_file_format.hpp"
 
 namespace loom_test {
 

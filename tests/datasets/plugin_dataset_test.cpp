@@ -14,7 +14,7 @@
 
 #include "abi/compute_components.hpp"
 #include "plugin_dataset.hpp"
-#include "text_files.hpp"
+#include "plugins/datasets/common/text_files.hpp"
 
 using namespace loom_test;
 

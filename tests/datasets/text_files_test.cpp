@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "run_host.hpp"
-#include "text_files.hpp"
+#include "plugins/datasets/common/text_files.hpp"
 
 using namespace loom::data;
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "token_file_format.hpp"
+#include "plugins/datasets/common/token_file_format.hpp"
 
 using namespace loom::data;
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "window_sampler.hpp"
+#include "plugins/datasets/common/window_sampler.hpp"
 
 using namespace loom::data;
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dist_helpers.hpp"
-#include "weight_loading.hpp"
+#include "formats/weight_loading.hpp"
 #include "mesh_runs.hpp"
 
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 
 #include "dist_helpers.hpp"
 #include "mesh_runs.hpp"
-#include "weight_loading.hpp"
+#include "formats/weight_loading.hpp"
 
 namespace fs = std::filesystem;
 using loom_test::run_host;

@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "hf_folder.hpp"
+#include "formats/hf_folder.hpp"
 #include "logged_losses.hpp"
 #include "reference_io.hpp"
 #include "run_host.hpp"
-#include "safetensors.hpp"
+#include "formats/safetensors.hpp"
 
 namespace fs = std::filesystem;
 using namespace loom_test;

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <string>
 
-#include "format_error.hpp"
+#include "formats/format_error.hpp"
 #include "lora_cases.hpp"
-#include "peft_adapter.hpp"
-#include "peft_fields.hpp"
+#include "formats/peft_adapter.hpp"
+#include "formats/peft_fields.hpp"
 #include "reference_io.hpp"
 
 namespace fs = std::filesystem;

@@ -22,8 +22,8 @@
 #include <string_view>
 #include <vector>
 
-#include "criteo_line.hpp"
-#include "data_error.hpp"
+#include "plugins/datasets/criteo_tsv/criteo_line.hpp"
+#include "plugins/datasets/common/data_error.hpp"
 #include "fuzz_support.hpp"
 #include "linked_dataset.hpp"
 

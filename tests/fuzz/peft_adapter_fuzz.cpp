@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <string>
 
-#include "files.hpp"
-#include "format_error.hpp"
+#include "formats/files.hpp"
+#include "formats/format_error.hpp"
 #include "fuzz_support.hpp"
-#include "peft_adapter.hpp"
+#include "formats/peft_adapter.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 4) return 0;

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "format_error.hpp"
+#include "formats/format_error.hpp"
 #include "fuzz_support.hpp"
-#include "safetensors.hpp"
+#include "formats/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = loom_fuzz::scratch_dir() / "input.safetensors";

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "data_error.hpp"
+#include "plugins/datasets/common/data_error.hpp"
 #include "fuzz_support.hpp"
 #include "linked_dataset.hpp"
-#include "token_file_format.hpp"
+#include "plugins/datasets/common/token_file_format.hpp"
 
 namespace {
 

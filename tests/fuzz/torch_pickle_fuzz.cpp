@@ -9,7 +9,7 @@
 #include <string>
 
 #include "fuzz_support.hpp"
-#include "tensor_pickle.hpp"
+#include "plugins/checkpoint/torch_pickle/tensor_pickle.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   loom_fuzz::expect_only<loom::torch_pickle::PickleError>("read_tensor_dict", [&] {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "generate_folders.hpp"
-#include "tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 using namespace loom_test;
 using nlohmann::json;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "hf_folder.hpp"
+#include "formats/hf_folder.hpp"
 #include "run_host.hpp"
 
 namespace fs = std::filesystem;

@@ -8,11 +8,11 @@
 #include <fstream>
 #include <random>
 
-#include "format_error.hpp"
-#include "hf_folder.hpp"
+#include "formats/format_error.hpp"
+#include "formats/hf_folder.hpp"
 #include "run_host.hpp"
 #include "tiny_folder.hpp"
-#include "weight_loading.hpp"
+#include "formats/weight_loading.hpp"
 
 namespace fs = std::filesystem;
 using namespace loom_test;

@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "checkpoint/hf_export.hpp"
-#include "hf_folder.hpp"
+#include "formats/hf_folder.hpp"
 #include "model_harness.hpp"
 #include "reference_io.hpp"
 #include "run_host.hpp"

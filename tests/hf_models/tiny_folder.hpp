@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "safetensors.hpp"
+#include "formats/safetensors.hpp"
 
 namespace loom_test {
 

@@ -1,4 +1,4 @@
-// The `gpt` component (plugins/models/gpt): Hugging Face GPT-2 names and layouts, a forward
+// The `gpt` component (plugins/models/transformer): Hugging Face GPT-2 names and layouts, a forward
 // pass that matches an independent reference, gradients through the host's flat buffers, and
 // clear errors.
 #include "torch_doctest.hpp"  // before any torch or doctest header

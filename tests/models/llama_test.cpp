@@ -1,4 +1,4 @@
-// The `llama` component (plugins/models/gpt): Hugging Face Llama names and layouts, grouped-query
+// The `llama` component (plugins/models/transformer): Hugging Face Llama names and layouts, grouped-query
 // attention and rotary embeddings against an independent reference, tied and untied output,
 // gradients through the host's flat buffers, and clear errors.
 #include "torch_doctest.hpp"  // before any torch or doctest header

@@ -1,4 +1,4 @@
-// The gpt plugin's chunked output-layer loss (plugins/models/gpt/chunked_loss.cpp) against
+// The chunked output-layer loss (ops/chunked_loss/chunked_loss.cpp) against
 // LibTorch's cross-entropy on the whole logits in double: the loss sum and the gradients of the
 // hidden rows and of the weight, with ignored targets, a partial last chunk, a scaled upstream
 // gradient, bf16 products, a frozen weight, and no gradients at all (evaluation).

@@ -17,7 +17,7 @@
 #include "run_host.hpp"
 #include "tensor_json.hpp"
 #include "abi/compute_components.hpp"
-#include "train/sparse_tables.hpp"
+#include "train/sparse_table_updates.hpp"
 
 namespace {
 

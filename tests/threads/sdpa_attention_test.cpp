@@ -1,4 +1,4 @@
-// The gpt and llama attention (plugins/models/gpt/attention.hpp, LibTorch's
+// The gpt and llama attention (plugins/models/transformer/layers/attention.hpp, LibTorch's
 // scaled_dot_product_attention) against PyTorch's math path run in double precision with the
 // mask written out: outputs and the gradients of q, k and v, for each layout the plugins use.
 #include "torch_doctest.hpp"  // before any torch or doctest header
@@ -9,7 +9,7 @@
 #include <cmath>
 #include <vector>
 
-#include "attention.hpp"
+#include "layers/attention.hpp"
 
 namespace {
 

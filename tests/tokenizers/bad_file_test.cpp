@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "byte_level.hpp"
-#include "format_error.hpp"
+#include "tokenizer/byte_level.hpp"
+#include "formats/format_error.hpp"
 #include "run_host.hpp"
-#include "tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 using loom::tok::TokenizerError;
 

@@ -11,7 +11,7 @@
 
 #include "corpus.hpp"
 #include "run_host.hpp"
-#include "tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "tokenizer_files.hpp"
 
 namespace {

@@ -5,10 +5,10 @@
 
 #include <fstream>
 
-#include "little_endian.hpp"
+#include "plugins/datasets/common/little_endian.hpp"
 #include "run_host.hpp"
-#include "token_file_format.hpp"
-#include "tokenizer.hpp"
+#include "plugins/datasets/common/token_file_format.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "tokenizer_files.hpp"
 
 namespace {

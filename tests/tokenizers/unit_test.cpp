@@ -1,10 +1,10 @@
 // unit_test.cpp: the tokenizer's pieces on inputs whose answer is known by hand.
 #include <doctest/doctest.h>
 
-#include "byte_level.hpp"
-#include "hf_tokenizer.hpp"
-#include "js_regex.hpp"
-#include "utf8.hpp"
+#include "tokenizer/byte_level.hpp"
+#include "tokenizer/hf_tokenizer.hpp"
+#include "tokenizer/js_regex.hpp"
+#include "tokenizer/utf8.hpp"
 
 using namespace loom::tok;
 

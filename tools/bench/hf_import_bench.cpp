@@ -19,8 +19,8 @@
 #include "abi/plugin_loader.hpp"
 #include "abi/registry.hpp"
 #include "config/options.hpp"
-#include "hf_folder.hpp"
-#include "safetensors.hpp"
+#include "formats/hf_folder.hpp"
+#include "formats/safetensors.hpp"
 
 namespace {
 

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "standin_host.hpp"
-#include "token_file_format.hpp"
+#include "plugins/datasets/common/token_file_format.hpp"
 
 // The registry, as this stand-in host defines it; status and config come from
 // tests/support/standin_host.hpp.

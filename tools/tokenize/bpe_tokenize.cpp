@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "data_error.hpp"
-#include "text_files.hpp"
+#include "plugins/datasets/common/data_error.hpp"
+#include "plugins/datasets/common/text_files.hpp"
 
 namespace loom::data {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace loom::data {
 

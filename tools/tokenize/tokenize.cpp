@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "bpe_tokenize.hpp"
-#include "data_error.hpp"
-#include "format_error.hpp"
-#include "little_endian.hpp"
-#include "sentencepiece_tokenizer.hpp"
-#include "text_files.hpp"
-#include "token_file_format.hpp"
+#include "plugins/datasets/common/data_error.hpp"
+#include "formats/format_error.hpp"
+#include "plugins/datasets/common/little_endian.hpp"
+#include "tokenizer/sentencepiece_tokenizer.hpp"
+#include "plugins/datasets/common/text_files.hpp"
+#include "plugins/datasets/common/token_file_format.hpp"
 
 namespace fs = std::filesystem;
 using namespace loom::data;

@@ -22,8 +22,8 @@
 
 #include <loom/plugin.hpp>
 
-#include "files.hpp"
-#include "format_error.hpp"
+#include "formats/files.hpp"
+#include "formats/format_error.hpp"
 
 namespace loom::ckpt {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint_files.hpp"
-#include "format_error.hpp"
-#include "safetensors.hpp"
+#include "plugins/checkpoint/common/checkpoint_files.hpp"
+#include "formats/format_error.hpp"
+#include "formats/safetensors.hpp"
 
 namespace {
 

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint_files.hpp"
+#include "plugins/checkpoint/common/checkpoint_files.hpp"
 #include "tensor_pickle.hpp"
 
 namespace {

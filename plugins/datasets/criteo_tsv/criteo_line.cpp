@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "data_error.hpp"
+#include "plugins/datasets/common/data_error.hpp"
 
 namespace loom::criteo {
 

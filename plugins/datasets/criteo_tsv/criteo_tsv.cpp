@@ -7,7 +7,7 @@
 // evaluation, run after each window on every rank. Every rank gives a window as many batches as
 // rank 0 (which holds the most lines): a rank with fewer adds empty batches (B = 0) before the
 // window's end, so all ranks reach it in the same step. After the last pass next() returns
-// Dataset::data_end() for good. Batch layout: ctr_batch.hpp. Resume record: ctr_state.hpp.
+// Dataset::data_end() for good. Batch layout: criteo_batch_builder.hpp. Resume record: ctr_state.hpp.
 // Torch-free.
 #include <loom/dataset.hpp>
 
@@ -16,11 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "comma_list.hpp"
+#include "plugins/datasets/common/comma_list.hpp"
 #include "criteo_line.hpp"
-#include "ctr_batch.hpp"
+#include "criteo_batch_builder.hpp"
 #include "ctr_state.hpp"
-#include "dataset_plugin.hpp"
+#include "plugins/datasets/common/dataset_plugin.hpp"
 #include "tsv_files.hpp"
 #include "tsv_stream.hpp"
 

@@ -3,8 +3,8 @@
 
 #include <cstring>
 
-#include "data_error.hpp"
-#include "little_endian.hpp"
+#include "plugins/datasets/common/data_error.hpp"
+#include "plugins/datasets/common/little_endian.hpp"
 
 namespace loom::criteo {
 

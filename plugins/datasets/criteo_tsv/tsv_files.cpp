@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <system_error>
 
-#include "comma_list.hpp"
+#include "plugins/datasets/common/comma_list.hpp"
 #include "criteo_line.hpp"
-#include "data_error.hpp"
+#include "plugins/datasets/common/data_error.hpp"
 
 namespace loom::criteo {
 

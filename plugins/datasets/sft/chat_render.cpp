@@ -3,10 +3,10 @@
 
 #include <stdexcept>
 
-#include "builtin_templates.hpp"
-#include "chat_template.hpp"
-#include "files.hpp"
-#include "format_error.hpp"
+#include "chat/builtin_templates.hpp"
+#include "chat/chat_template.hpp"
+#include "formats/files.hpp"
+#include "formats/format_error.hpp"
 
 namespace loom::sft {
 

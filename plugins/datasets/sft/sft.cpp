@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "chat_render.hpp"
-#include "files.hpp"
-#include "format_error.hpp"
+#include "formats/files.hpp"
+#include "formats/format_error.hpp"
 #include "row_packer.hpp"
 #include "sft_cache.hpp"
 

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "files.hpp"
+#include "formats/files.hpp"
 
 namespace loom::sft {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "sft_records.hpp"
-#include "tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace loom::sft {
 

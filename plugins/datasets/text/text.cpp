@@ -12,10 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "dataset_plugin.hpp"
-#include "text_files.hpp"
-#include "epoch_ends.hpp"
-#include "window_sampler.hpp"
+#include "plugins/datasets/common/dataset_plugin.hpp"
+#include "plugins/datasets/common/text_files.hpp"
+#include "plugins/datasets/common/window_epochs.hpp"
 
 namespace {
 
@@ -42,7 +41,6 @@ class Text final : public loom::Dataset {
       : path_(c.str("path")),
         B_(c.i64("batch_size")),
         T_(c.i64("seq_len")),
-        epochs_(c.flag("report_epochs")),
         files_(with_loom_errors([&] {
           TextWalkOptions walk;
           walk.extensions = parse_extensions(c.str("extensions"));
@@ -58,41 +56,32 @@ class Text final : public loom::Dataset {
           for (const auto& f : files_) append_file_bytes(f, corpus);
           return corpus;
         })),
-        sampler_(with_loom_errors([&] {
-          return WindowSampler(sampler_config(name, B_, T_, corpus_.size(), ctx), path_);
-        })) {
+        windows_(c.flag("report_epochs"), with_loom_errors([&] {
+                   return WindowSampler(sampler_config(name, B_, T_, corpus_.size(), ctx), path_);
+                 })) {
     loom::log(LOOM_LOG_LEVEL_INFO, name,
               path_ + ": " + std::to_string(files_.size()) + " file(s), " + std::to_string(corpus_.size()) + " bytes, " +
-                  std::to_string(sampler_.windows()) + " windows of " + std::to_string(T_ + 1) + ", " +
-                  std::to_string(sampler_.batches_per_epoch()) + " batches of " + std::to_string(B_) +
-                  " per epoch on each of " + std::to_string(ctx.world_size) + " rank(s)");
+                  windows_.summary(B_, T_, ctx.world_size));
   }
 
   Batch next() override {
-    if (epochs_.take()) return epoch_end();
-    sampler_.next(starts_);
-    epochs_.after_batch(sampler_);
+    if (!windows_.next(starts_)) return epoch_end();
     const auto* bytes = reinterpret_cast<const unsigned char*>(corpus_.data());
     return window_batch(starts_, T_, [&](uint64_t start, int64_t* out) {
       for (int64_t i = 0; i <= T_; ++i) out[i] = bytes[start + uint64_t(i)];
     });
   }
 
-  std::string save_state() const override { return epochs_.save(sampler_.save_state()); }
-  int64_t batches_per_epoch() const override {
-    return epochs_.reported() ? static_cast<int64_t>(sampler_.batches_per_epoch()) : 0;
-  }
-  void load_state(const std::string& state) override {
-    with_loom_errors([&] { sampler_.load_state(epochs_.load(state)); });
-  }
+  std::string save_state() const override { return windows_.save_state(); }
+  int64_t batches_per_epoch() const override { return windows_.batches_per_epoch(); }
+  void load_state(const std::string& state) override { with_loom_errors([&] { windows_.load_state(state); }); }
 
  private:
   std::string path_;
   int64_t B_, T_;
-  EpochEnds epochs_;
   std::vector<std::filesystem::path> files_;  // corpus order
   std::string corpus_;                        // every file's bytes, concatenated in that order
-  WindowSampler sampler_;
+  WindowEpochs windows_;
   std::vector<uint64_t> starts_;
 };
 

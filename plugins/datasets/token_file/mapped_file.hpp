@@ -14,9 +14,9 @@
 #include <filesystem>
 #include <string>
 
-#include "data_error.hpp"
-#include "files.hpp"
-#include "format_error.hpp"
+#include "plugins/datasets/common/data_error.hpp"
+#include "formats/files.hpp"
+#include "formats/format_error.hpp"
 
 namespace loom::data {
 

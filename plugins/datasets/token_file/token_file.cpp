@@ -9,12 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "dataset_plugin.hpp"
-#include "little_endian.hpp"
 #include "mapped_file.hpp"
-#include "token_file_format.hpp"
-#include "epoch_ends.hpp"
-#include "window_sampler.hpp"
+#include "plugins/datasets/common/dataset_plugin.hpp"
+#include "plugins/datasets/common/little_endian.hpp"
+#include "plugins/datasets/common/token_file_format.hpp"
+#include "plugins/datasets/common/window_epochs.hpp"
 
 namespace {
 
@@ -58,30 +57,25 @@ class TokenFile final : public loom::Dataset {
       : path_(c.str("path")),
         B_(c.i64("batch_size")),
         T_(c.i64("seq_len")),
-        epochs_(c.flag("report_epochs")),
         file_(open(path_)),
         header_(with_loom_errors([&] {
           const unsigned char* bytes = file_.data();
           const unsigned char empty[kTokenFileHeaderBytes] = {};
           return parse_token_file_header(bytes ? bytes : empty, file_.size(), path_);
         })),
-        sampler_(with_loom_errors([&] {
-          return WindowSampler(sampler_config(name, B_, T_, header_.token_count, ctx), path_);
-        })) {
+        windows_(c.flag("report_epochs"), with_loom_errors([&] {
+                   return WindowSampler(sampler_config(name, B_, T_, header_.token_count, ctx), path_);
+                 })) {
     file_.release(0, kTokenFileHeaderBytes);  // parsed; drop its pages from the resident set
     check_vocab(c.i64("vocab_size"));
     file_.advise(MADV_RANDOM);  // windows come in shuffled order: read ahead nothing
     loom::log(LOOM_LOG_LEVEL_INFO, name,
               path_ + ": " + std::to_string(header_.token_count) + " " + token_dtype_name(header_.token_bytes) +
-                  " tokens, " + std::to_string(sampler_.windows()) + " windows of " + std::to_string(T_ + 1) + ", " +
-                  std::to_string(sampler_.batches_per_epoch()) + " batches of " + std::to_string(B_) +
-                  " per epoch on each of " + std::to_string(ctx.world_size) + " rank(s)");
+                  " tokens, " + windows_.summary(B_, T_, ctx.world_size));
   }
 
   Batch next() override {
-    if (epochs_.take()) return epoch_end();
-    sampler_.next(starts_);
-    epochs_.after_batch(sampler_);
+    if (!windows_.next(starts_)) return epoch_end();
     const uint64_t S = header_.token_bytes, n = uint64_t(T_) + 1;
     return window_batch(starts_, T_, [&](uint64_t start, int64_t* out) {
       const uint64_t offset = kTokenFileHeaderBytes + start * S;
@@ -94,13 +88,9 @@ class TokenFile final : public loom::Dataset {
     });
   }
 
-  std::string save_state() const override { return epochs_.save(sampler_.save_state()); }
-  int64_t batches_per_epoch() const override {
-    return epochs_.reported() ? static_cast<int64_t>(sampler_.batches_per_epoch()) : 0;
-  }
-  void load_state(const std::string& state) override {
-    with_loom_errors([&] { sampler_.load_state(epochs_.load(state)); });
-  }
+  std::string save_state() const override { return windows_.save_state(); }
+  int64_t batches_per_epoch() const override { return windows_.batches_per_epoch(); }
+  void load_state(const std::string& state) override { with_loom_errors([&] { windows_.load_state(state); }); }
 
  private:
   static MappedTokenFile open(const std::string& path) {
@@ -129,10 +119,9 @@ class TokenFile final : public loom::Dataset {
 
   std::string path_;
   int64_t B_, T_;
-  EpochEnds epochs_;
   MappedTokenFile file_;
   TokenFileHeader header_;
-  WindowSampler sampler_;
+  WindowEpochs windows_;
   std::vector<uint64_t> starts_;
 };
 

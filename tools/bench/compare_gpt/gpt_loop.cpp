@@ -17,7 +17,7 @@
 //              minus everything that is not arithmetic (plugin boundary, events, trackers,
 //              prefetch thread, batch check).
 //
-// Initialization reproduces plugins/models/gpt/gpt.cpp exactly: one CPU generator seeded with
+// Initialization reproduces plugins/models/transformer/gpt2/gpt.cpp exactly: one CPU generator seeded with
 // the run seed, at::normal draws in registration order; data reproduces
 // plugins/datasets/synthetic/synthetic.cpp (rank 0 of 1). All batches are generated before
 // the timed loop. Prints one JSON object on stdout: per-step times and losses, the fp32 GEMM
@@ -38,7 +38,7 @@
 #include <loom_ops/packed_attention.hpp>
 
 #include "train/cpu_memory.hpp"
-#include "models/gpt/attention.hpp"
+#include "models/transformer/layers/attention.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -140,7 +140,7 @@ std::vector<Batch> synthetic_batches(const Args& a) {
   return out;
 }
 
-// ---- model: plugins/models/gpt/gpt.cpp ------------------------------------------------------
+// ---- model: plugins/models/transformer/gpt2/gpt.cpp ------------------------------------------------------
 struct Param {
   std::string name;
   at::Tensor t;
@@ -158,7 +158,7 @@ struct Gpt {
   at::Tensor wte, wpe, ln_f_w, ln_f_b, mask, mask_bias;
   std::vector<Block> blocks;
   int64_t matmul_params = 0;
-  bool plugin_kernels;  // the flat layout: the plugin's attention and GELU (models/gpt/attention.hpp, gelu_tanh.hpp)
+  bool plugin_kernels;  // the flat layout: the plugin's attention and GELU (models/transformer/layers/attention.hpp, loom_ops/gelu_tanh.hpp)
   bool packed_kernel;   // --attention packed: the plugin's CPU kernel where it applies
 
   explicit Gpt(const Args& a)
@@ -245,7 +245,7 @@ struct Gpt {
                                   at::Reduction::Sum, -100);
   }
 
-  // PaLM's 6N + 12 L C T, as plugins/models/gpt/common.hpp counts it (N without wpe).
+  // PaLM's 6N + 12 L C T, as plugins/models/transformer/layers/model_common.hpp counts it (N without wpe).
   double flops_per_token() const {
     return 6.0 * double(matmul_params) + 12.0 * double(L) * double(C) * double(T);
   }

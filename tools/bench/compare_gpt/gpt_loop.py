@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """gpt_loop.py: the PyTorch Python baseline of tools/bench/compare.
 
-The `gpt` model plugin (plugins/models/gpt/gpt.cpp) as an nn.Module with Hugging Face's names
+The `gpt` model plugin (plugins/models/transformer/gpt2/gpt.cpp) as an nn.Module with Hugging Face's names
 and Conv1D layout, the `synthetic` dataset's formula (plugins/datasets/synthetic/synthetic.cpp,
 rank 0 of 1) in numpy, and the plain PyTorch loop: optimizer.zero_grad(set_to_none=True),
 loss.backward(), torch.nn.utils.clip_grad_norm_, torch.optim.AdamW (its default single-tensor

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 5) {

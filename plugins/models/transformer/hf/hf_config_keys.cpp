@@ -1,4 +1,4 @@
-#include "hf_config_keys.hpp"
+#include "hf/hf_config_keys.hpp"
 
 #include <algorithm>
 #include <initializer_list>
@@ -55,12 +55,12 @@ bool listed(const KeyList& list, const std::string& key) {
 
 }  // namespace
 
-std::vector<std::string> unknown_config_keys(const nlohmann::json& config, HfArchitecture arch) {
+std::vector<std::string> unknown_config_keys(const nlohmann::json& config, const HfFamily& family) {
   std::vector<std::string> out;
-  const KeyList& family = arch == HfArchitecture::gpt2 ? kReadByGpt2 : kReadByLlama;
-  const bool moe = arch == HfArchitecture::qwen2_moe || arch == HfArchitecture::qwen3_moe || arch == HfArchitecture::mixtral;
+  const KeyList& model = family.model == HfModel::gpt2 ? kReadByGpt2 : kReadByLlama;
+  const bool moe = family.experts != HfExperts::none;
   for (const auto& [key, value] : config.items()) {
-    if (listed(kReadByAll, key) || listed(family, key) || listed(kHarmless, key)) continue;
+    if (listed(kReadByAll, key) || listed(model, key) || listed(kHarmless, key)) continue;
     if (moe && listed(kReadByMoe, key)) continue;
     out.push_back(key);
   }

@@ -7,12 +7,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "hf_config.hpp"
-#include "hf_keys.hpp"
+#include "hf/hf_families.hpp"
+#include "hf/hf_keys.hpp"
 
 namespace loom_gpt {
 
 // One window per layer (0: full attention), or none when no layer has a window.
-std::vector<int64_t> sliding_windows(const Keys& keys, HfArchitecture arch, int64_t n_layer);
+std::vector<int64_t> sliding_windows(const Keys& keys, const HfFamily& family, int64_t n_layer);
 
 }  // namespace loom_gpt

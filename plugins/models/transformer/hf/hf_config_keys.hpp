@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "hf_config.hpp"
+#include "hf/hf_families.hpp"
 
 namespace loom_gpt {
 
-// The keys of config (in file order) that are neither read for arch nor known to be harmless.
-std::vector<std::string> unknown_config_keys(const nlohmann::json& config, HfArchitecture arch);
+// The keys of config (in file order) that are neither read for the family nor known to be harmless.
+std::vector<std::string> unknown_config_keys(const nlohmann::json& config, const HfFamily& family);
 
 }  // namespace loom_gpt

@@ -1,4 +1,4 @@
-#include "train/sparse_tables.hpp"
+#include "train/sparse_table_updates.hpp"
 
 #include <loom/torch.hpp>
 

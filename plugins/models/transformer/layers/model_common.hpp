@@ -1,4 +1,4 @@
-// common.hpp: what the `gpt` and `llama` components share besides attention: option checks,
+// model_common.hpp: what the `gpt` and `llama` components share besides attention: option checks,
 // the batch check (length and token range), the row-parallel sum and the training FLOPs estimate. Header-only, in
 // the plugin-local namespace loom_gpt.
 #pragma once

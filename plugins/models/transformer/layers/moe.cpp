@@ -1,4 +1,4 @@
-#include "moe.hpp"
+#include "layers/moe.hpp"
 
 #include <loom_ops/grouped_linear.hpp>
 

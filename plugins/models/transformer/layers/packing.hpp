@@ -13,8 +13,8 @@
 #include <cmath>
 #include <string>
 
-#include "attention.hpp"
-#include "kv_cache.hpp"
+#include "layers/attention.hpp"
+#include "layers/kv_cache.hpp"
 
 namespace loom_gpt {
 

@@ -1,6 +1,9 @@
 // llama.hpp: the Llama family as one parameterised model, built from a LlamaSpec: the
 // `llama` component fills the spec from its options, `hf_causal_lm` from a Hugging Face
-// config.json (Llama, Mistral, Qwen2, Qwen3 differ only in the switches below).
+// config.json (hf/hf_families.cpp: Llama, Mistral, Qwen2, Qwen3 and their mixtures of experts
+// differ only in the named choices below). A family that needs other math (Gemma's norm,
+// DeepSeek's latent attention) adds a value to one of these choices and its code in llama.cpp,
+// or a folder of its own beside this one; never a flag beside the others.
 #pragma once
 
 #include <loom/model.hpp>
@@ -11,11 +14,24 @@
 #include <string>
 #include <vector>
 
-#include "attention.hpp"
-#include "moe.hpp"
-#include "recompute.hpp"
+#include "layers/attention.hpp"
+#include "layers/moe.hpp"
+#include "layers/recompute.hpp"
 
 namespace loom_gpt {
+
+// Which attention projections carry a bias.
+enum class ProjectionBias {
+  none,
+  qkv,             // q, k and v (Qwen2)
+  qkv_and_output,  // q, k, v and o (attention_bias in Llama, Mistral, Qwen3)
+};
+
+// A norm over each head of q and k before the rotation.
+enum class HeadNorm {
+  none,
+  rms,  // RMSNorm over D (Qwen3)
+};
 
 struct LlamaSpec {
   std::string component = "llama";  // for messages
@@ -29,9 +45,8 @@ struct LlamaSpec {
   // The embedding row of the padding token, which gets no gradient from the lookup (Hugging
   // Face's nn.Embedding(padding_idx = pad_token_id)); -1: none.
   int64_t padding_idx = -1;
-  bool qkv_bias = false;  // biases on q, k and v projections (Qwen2; attention_bias)
-  bool o_bias = false;    // a bias on o_proj (attention_bias in Llama, Mistral, Qwen3)
-  bool qk_norm = false;   // RMSNorm over each head of q and k before the rotation (Qwen3)
+  ProjectionBias bias = ProjectionBias::none;
+  HeadNorm head_norm = HeadNorm::none;
   // Per layer, the keys a query sees in a sliding window, itself included (Mistral, Qwen2 and
   // Qwen3 with use_sliding_window); 0: all before it. Empty: no layer has a window.
   std::vector<int64_t> sliding_windows;

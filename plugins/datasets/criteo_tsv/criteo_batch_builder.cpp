@@ -1,5 +1,5 @@
-// ctr_batch.cpp: samples into the criteo_tsv batch layout (ctr_batch.hpp).
-#include "ctr_batch.hpp"
+// criteo_batch_builder.cpp: samples into the criteo_tsv batch layout (criteo_batch_builder.hpp).
+#include "criteo_batch_builder.hpp"
 
 #include <memory>
 #include <utility>

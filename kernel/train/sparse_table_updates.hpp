@@ -1,4 +1,4 @@
-// sparse_tables.hpp: the model's row-sparse tables (LOOM_PARAM_FLAG_SPARSE_ROWS, ABI 1.7), kept
+// sparse_table_updates.hpp: the model's row-sparse tables (LOOM_PARAM_FLAG_SPARSE_ROWS, ABI 1.7), kept
 // out of the flat buffers. The model looks rows up with sparse-gradient lookups, so after
 // backward each table's .grad is a sparse COO tensor naming only the rows the step touched.
 // collect() turns that into (rows, values) pairs summed over micro-batches and ranks; the

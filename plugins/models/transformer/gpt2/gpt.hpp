@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "attention.hpp"
-#include "recompute.hpp"
+#include "layers/attention.hpp"
+#include "layers/recompute.hpp"
 
 namespace loom_gpt {
 

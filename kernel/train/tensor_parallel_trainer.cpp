@@ -1,4 +1,4 @@
-#include "train/tensor_parallel.hpp"
+#include "train/tensor_parallel_trainer.hpp"
 
 #include "base/failure.hpp"
 

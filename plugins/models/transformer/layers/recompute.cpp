@@ -1,4 +1,4 @@
-#include "recompute.hpp"
+#include "layers/recompute.hpp"
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>

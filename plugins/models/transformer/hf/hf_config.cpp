@@ -1,4 +1,4 @@
-#include "hf_config.hpp"
+#include "hf/hf_config.hpp"
 
 #include <loom/plugin.hpp>
 
@@ -7,74 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "format_error.hpp"
-#include "hf_folder.hpp"
-#include "hf_keys.hpp"
-#include "hf_sliding_windows.hpp"
+#include "formats/format_error.hpp"
+#include "formats/hf_folder.hpp"
+#include "hf/hf_families.hpp"
+#include "hf/hf_keys.hpp"
+#include "hf/hf_sliding_windows.hpp"
 
 namespace loom_gpt {
 namespace {
-
-struct Known {
-  const char* name;
-  HfArchitecture architecture;
-  const char* model_type;
-};
-constexpr Known kArchitectures[] = {
-    {"LlamaForCausalLM", HfArchitecture::llama, "llama"},
-    {"MistralForCausalLM", HfArchitecture::mistral, "mistral"},
-    {"Qwen2ForCausalLM", HfArchitecture::qwen2, "qwen2"},
-    {"Qwen3ForCausalLM", HfArchitecture::qwen3, "qwen3"},
-    {"GPT2LMHeadModel", HfArchitecture::gpt2, "gpt2"},
-    {"Qwen2MoeForCausalLM", HfArchitecture::qwen2_moe, "qwen2_moe"},
-    {"Qwen3MoeForCausalLM", HfArchitecture::qwen3_moe, "qwen3_moe"},
-    {"MixtralForCausalLM", HfArchitecture::mixtral, "mixtral"},
-};
-
-// The dense family whose attention and windows a mixture of experts shares.
-HfArchitecture attention_family(HfArchitecture arch) {
-  switch (arch) {
-    case HfArchitecture::qwen2_moe: return HfArchitecture::qwen2;
-    case HfArchitecture::qwen3_moe: return HfArchitecture::qwen3;
-    case HfArchitecture::mixtral: return HfArchitecture::mistral;
-    default: return arch;
-  }
-}
-
-// transformers 5.24's defaults, family by family, for the keys that a config.json may leave out
-// and that Loom reads with a default (each *Config class's __init__: MixtralConfig's
-// rms_norm_eps and rope theta differ, and the key/value heads, head size and context length
-// vary). One default for all once loaded Mixtral folders as another model. transformers5_test
-// ("a config.json without ...") removes each key from folders transformers saved and compares.
-struct FamilyDefaults {
-  double rms_norm_eps = 1e-6;
-  double rope_theta = 10000.0;
-  int64_t kv_heads = 0;  // 0: num_attention_heads (LlamaConfig)
-  int64_t head_dim = 0;  // 0: hidden_size / num_attention_heads
-  int64_t max_positions = 2048;
-  int64_t intermediate = 11008;  // the dense MLP's width (a mixture of experts with no dense layer never uses it)
-  int64_t top_k = 0;             // num_experts_per_tok of a mixture of experts
-};
-
-FamilyDefaults family_defaults(HfArchitecture arch) {
-  switch (arch) {
-    case HfArchitecture::mistral: return {1e-6, 10000.0, 8, 0, 131072, 14336};
-    case HfArchitecture::qwen2: return {1e-6, 10000.0, 32, 0, 32768, 22016};
-    case HfArchitecture::qwen3: return {1e-6, 10000.0, 32, 128, 32768, 22016};
-    case HfArchitecture::qwen2_moe: return {1e-6, 10000.0, 16, 0, 32768, 5632, 4};
-    case HfArchitecture::qwen3_moe: return {1e-6, 10000.0, 4, 0, 32768, 6144, 8};
-    case HfArchitecture::mixtral: return {1e-5, 1e6, 8, 0, 131072, 14336, 2};
-    case HfArchitecture::llama:
-    case HfArchitecture::gpt2: break;  // GPT-2 reads none of these (gpt_spec_from_hf)
-  }
-  return {};
-}
-
-std::string supported_list() {
-  std::string out;
-  for (const Known& k : kArchitectures) out += std::string(out.empty() ? "" : ", ") + k.name;
-  return out;
-}
 
 // YaRN's settings (out has type and factor), with transformers' defaults: the original context
 // is max_position_embeddings when not given, beta_fast 32, beta_slow 1, truncate true, and the
@@ -193,32 +133,26 @@ HfModelConfig read_hf_config(const std::string& dir) {
     keys.fail("model_type", "must name the model family, such as \"llama\" (transformers cannot load the folder "
                             "without it either)");
   const std::string model_type = keys.at("model_type").get<std::string>();
-  const Known* known = nullptr;
   if (keys.has("architectures")) {
     if (!keys.at("architectures").is_array() || keys.at("architectures").empty() ||
         !keys.at("architectures")[0].is_string())
       keys.fail("architectures", "must be a list naming the model class, such as [\"LlamaForCausalLM\"]");
-    out.architecture_name = keys.at("architectures")[0].get<std::string>();
-    for (const Known& k : kArchitectures)
-      if (out.architecture_name == k.name) known = &k;
-    if (known == nullptr)
-      keys.fail("architectures", "names " + out.architecture_name + ", which hf_causal_lm does not build; it builds " +
-                                     supported_list());
-    if (model_type != known->model_type)
-      keys.fail("model_type", "is \"" + model_type + "\" but " + known->name + " has model_type \"" +
-                                  known->model_type + "\"");
+    const std::string name = keys.at("architectures")[0].get<std::string>();
+    out.family = find_hf_family(name, false);
+    if (out.family == nullptr)
+      keys.fail("architectures", "names " + name + ", which hf_causal_lm does not build; it builds " + hf_family_list());
+    if (model_type != out.family->model_type)
+      keys.fail("model_type", "is \"" + model_type + "\" but " + name + " has model_type \"" +
+                                  out.family->model_type + "\"");
   } else {  // AutoModelForCausalLM picks the class by model_type alone
-    for (const Known& k : kArchitectures)
-      if (model_type == k.model_type) known = &k;
-    if (known == nullptr)
+    out.family = find_hf_family(model_type, true);
+    if (out.family == nullptr)
       keys.fail("model_type", "is \"" + model_type + "\" and config.json names no architectures; hf_causal_lm builds " +
-                                  supported_list());
-    out.architecture_name = known->name;
+                                  hf_family_list());
   }
-  out.architecture = known->architecture;
-  out.max_positions = known->architecture == HfArchitecture::gpt2
+  out.max_positions = out.family->model == HfModel::gpt2
                           ? keys.positive("n_positions", 1024)
-                          : keys.positive("max_position_embeddings", family_defaults(known->architecture).max_positions);
+                          : keys.positive("max_position_embeddings", out.family->defaults.max_positions);
   return out;
 }
 
@@ -230,18 +164,18 @@ HfModelConfig read_hf_config(const std::string& dir) {
 //   Mixtral: every layer; num_local_experts of width intermediate_size; the top k always
 //     renormalised; router_jitter_noise must be 0 (its training noise is not built).
 // The auxiliary loss joins the training loss when output_router_logits, times router_aux_loss_coef.
-MoeSpec moe_from(const Keys& keys, HfArchitecture arch, int64_t n_layer, int64_t dense_hidden) {
+MoeSpec moe_from(const Keys& keys, const HfFamily& family, int64_t n_layer, int64_t dense_hidden) {
   MoeSpec m;
   if (keys.has("num_experts") && keys.has("num_local_experts") &&
       keys.positive("num_experts") != keys.positive("num_local_experts"))
     keys.fail("num_local_experts", "disagrees with num_experts");
   m.experts = keys.has("num_experts") ? keys.positive("num_experts") : keys.positive("num_local_experts");
-  m.top_k = keys.positive("num_experts_per_tok", family_defaults(arch).top_k);
+  m.top_k = keys.positive("num_experts_per_tok", family.defaults.top_k);
   if (m.top_k > m.experts) keys.fail("num_experts_per_tok", "is more than the experts");
   m.aux_loss_in_loss = keys.flag("output_router_logits", false);
   m.aux_loss_coef = keys.number("router_aux_loss_coef", 0.001);
   m.sparse.assign(static_cast<size_t>(n_layer), true);
-  if (arch == HfArchitecture::mixtral) {
+  if (family.experts == HfExperts::mixtral) {
     m.expert_hidden = dense_hidden;
     m.norm_topk_prob = true;
     m.mixtral_names = true;
@@ -251,7 +185,7 @@ MoeSpec moe_from(const Keys& keys, HfArchitecture arch, int64_t n_layer, int64_t
   }
   m.expert_hidden = keys.positive("moe_intermediate_size");
   m.norm_topk_prob = keys.flag("norm_topk_prob", false);
-  if (arch == HfArchitecture::qwen2_moe)  // Qwen2MoeConfig's default when left out: 5632
+  if (family.experts == HfExperts::qwen_shared)  // Qwen2MoeConfig's default when left out: 5632
     m.shared_hidden = keys.count("shared_expert_intermediate_size", 5632);
   const int64_t step = keys.positive("decoder_sparse_step", 1);
   for (int64_t i = 0; i < n_layer; ++i) m.sparse[static_cast<size_t>(i)] = (i + 1) % step == 0;
@@ -283,8 +217,8 @@ int64_t padding_row(const Keys& keys, int64_t vocab_size) {
 
 LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, int64_t seq_len) {
   const Keys keys(hf.config, path);
-  const HfArchitecture arch = attention_family(hf.architecture);
-  const FamilyDefaults defaults = family_defaults(hf.architecture);
+  const HfFamily& family = *hf.family;
+  const HfDefaults& defaults = family.defaults;
   LlamaSpec s;
   s.component = "hf_causal_lm";
   s.vocab_size = keys.positive("vocab_size");
@@ -312,16 +246,20 @@ LlamaSpec llama_spec_from_hf(const HfModelConfig& hf, const std::string& path, i
   if (act != "silu" && act != "swish")
     keys.fail("hidden_act", "is \"" + act + "\"; the Llama family here computes silu (SwiGLU)");
   if (keys.flag("mlp_bias", false)) keys.fail("mlp_bias", "is true; Loom's Llama MLP has no biases");
-  if (hf.architecture == HfArchitecture::qwen2_moe) {
-    s.qkv_bias = keys.flag("qkv_bias", true);  // transformers 5's Qwen2MoeConfig; never an o_proj bias
-  } else if (arch == HfArchitecture::qwen2) {
-    s.qkv_bias = true;  // Qwen2 always has q/k/v biases and never an o_proj bias
-  } else {
-    s.qkv_bias = s.o_bias = keys.flag("attention_bias", false);
+  switch (family.biases) {
+    case HfBiases::qkv_key:  // transformers 5's Qwen2MoeConfig; never an o_proj bias
+      s.bias = keys.flag("qkv_bias", true) ? ProjectionBias::qkv : ProjectionBias::none;
+      break;
+    case HfBiases::qkv_always:  // Qwen2 always has q/k/v biases and never an o_proj bias
+      s.bias = ProjectionBias::qkv;
+      break;
+    case HfBiases::attention_bias:
+      s.bias = keys.flag("attention_bias", false) ? ProjectionBias::qkv_and_output : ProjectionBias::none;
+      break;
   }
-  s.qk_norm = arch == HfArchitecture::qwen3;
-  s.sliding_windows = sliding_windows(keys, hf.architecture, s.n_layer);
-  if (arch != hf.architecture) s.moe = moe_from(keys, hf.architecture, s.n_layer, s.ffn_hidden);
+  s.head_norm = family.head_norm ? HeadNorm::rms : HeadNorm::none;
+  s.sliding_windows = sliding_windows(keys, family, s.n_layer);
+  if (family.experts != HfExperts::none) s.moe = moe_from(keys, family, s.n_layer, s.ffn_hidden);
   return s;
 }
 
@@ -383,8 +321,9 @@ nlohmann::json llama_hf_config(const LlamaSpec& s) {
                     {"high_freq_factor", s.rope_scaling.high_freq_factor},
                     {"original_max_position_embeddings", int64_t(s.rope_scaling.original_max_positions)}};
   // The Hugging Face class whose math this spec is: q/k norms make it Qwen3, q/k/v biases Qwen2.
-  const char* architecture = s.qk_norm ? "Qwen3ForCausalLM" : s.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
-  const char* model_type = s.qk_norm ? "qwen3" : s.qkv_bias ? "qwen2" : "llama";
+  const bool head_norm = s.head_norm == HeadNorm::rms, biased = s.bias != ProjectionBias::none;
+  const char* architecture = head_norm ? "Qwen3ForCausalLM" : biased ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  const char* model_type = head_norm ? "qwen3" : biased ? "qwen2" : "llama";
   return {{"architectures", {architecture}},
           {"model_type", model_type},
           {"vocab_size", s.vocab_size},
@@ -398,7 +337,7 @@ nlohmann::json llama_hf_config(const LlamaSpec& s) {
           {"rms_norm_eps", s.rms_norm_eps},
           {"rope_theta", s.rope_theta},
           {"rope_scaling", rope_scaling},
-          {"attention_bias", s.qkv_bias},
+          {"attention_bias", biased},
           {"attention_dropout", s.dropout},
           {"mlp_bias", false},
           {"hidden_act", "silu"},

@@ -1,4 +1,4 @@
-#include "hf_sliding_windows.hpp"
+#include "hf/hf_sliding_windows.hpp"
 
 #include <algorithm>
 #include <string>
@@ -74,12 +74,12 @@ void check_ignored_layer_types(const Keys& keys, const Sliding& listed, const Sl
 // below max_window_layers ((i + 1) % 2 and i < max_window_layers) and every Qwen3-MoE layer.
 // The version written in config.json decides; where it is older or absent and the rules differ,
 // the folder is refused naming both.
-Sliding moe_window_rule(const Keys& keys, HfArchitecture arch, int64_t n_layer) {
+Sliding moe_window_rule(const Keys& keys, HfWindows rule, int64_t n_layer) {
   const int64_t first = keys.count("max_window_layers", 28);
   Sliding v4(static_cast<size_t>(n_layer)), v5(static_cast<size_t>(n_layer));
   for (int64_t i = 0; i < n_layer; ++i) {
     v4[static_cast<size_t>(i)] = i >= first;
-    v5[static_cast<size_t>(i)] = arch == HfArchitecture::qwen3_moe || ((i + 1) % 2 != 0 && i < first);
+    v5[static_cast<size_t>(i)] = rule == HfWindows::qwen3_moe || ((i + 1) % 2 != 0 && i < first);
   }
   if (transformers_major(keys) >= 5 || v4 == v5) return v5;
   const std::string written = keys.has("transformers_version") ? "transformers " + keys.at("transformers_version").dump()
@@ -88,7 +88,7 @@ Sliding moe_window_rule(const Keys& keys, HfArchitecture arch, int64_t n_layer) 
             "is true without layer_types, and config.json names " + written + ": transformers 4 slid " +
                 layer_list(v4) + " (from max_window_layers on), transformers 5.24 slides " + layer_list(v5) +
                 "; Loom cannot tell which the weights were trained with; " +
-                (arch == HfArchitecture::qwen3_moe
+                (rule == HfWindows::qwen3_moe
                      ? "if they were trained with transformers 5's rule, set transformers_version to that 5.x (Loom "
                        "does not compute transformers 4's for Qwen3-MoE, whose config has no layer_types)"
                      : "add layer_types listing the layers that slide, or set transformers_version to the 5.x "
@@ -107,28 +107,28 @@ Sliding moe_window_rule(const Keys& keys, HfArchitecture arch, int64_t n_layer) 
 //   Qwen2-MoE: none unless use_sliding_window; then layer_types, else moe_window_rule.
 //   Qwen3-MoE: none unless use_sliding_window; then every layer (moe_window_rule); layer_types
 //     and max_window_layers are ignored.
-std::vector<int64_t> sliding_windows(const Keys& keys, HfArchitecture arch, int64_t n_layer) {
+std::vector<int64_t> sliding_windows(const Keys& keys, const HfFamily& family, int64_t n_layer) {
   const Sliding listed = listed_layer_types(keys, n_layer);
   const Sliding all(static_cast<size_t>(n_layer), true);
-  switch (arch) {
-    case HfArchitecture::mistral: {
+  switch (family.windows) {
+    case HfWindows::mistral: {
       const int64_t window = window_of(keys, false);
       if (listed.empty()) return window > 0 ? per_layer(keys, all, window) : std::vector<int64_t>{};
       return per_layer(keys, listed, window);  // Ministral's layers; sliding ones need a width
     }
-    case HfArchitecture::mixtral: {
+    case HfWindows::mixtral: {
       const int64_t window = window_of(keys, true);
       const Sliding built(static_cast<size_t>(n_layer), window > 0);
-      check_ignored_layer_types(keys, listed, built, "MixtralForCausalLM");
+      check_ignored_layer_types(keys, listed, built, family.architecture);
       return per_layer(keys, built, window);
     }
-    case HfArchitecture::qwen2:
-    case HfArchitecture::qwen3:
-    case HfArchitecture::qwen2_moe:
-    case HfArchitecture::qwen3_moe: break;
-    case HfArchitecture::llama:
-    case HfArchitecture::gpt2:
-      if (any(listed)) keys.fail("layer_types", "lists sliding_attention layers, which LlamaForCausalLM does not compute");
+    case HfWindows::qwen:
+    case HfWindows::qwen2_moe:
+    case HfWindows::qwen3_moe: break;
+    case HfWindows::none:
+      if (any(listed))
+        keys.fail("layer_types", std::string("lists sliding_attention layers, which ") + family.architecture +
+                                     " does not compute");
       return {};
   }
   if (!keys.flag("use_sliding_window", false)) {  // their configs drop sliding_window then
@@ -137,15 +137,16 @@ std::vector<int64_t> sliding_windows(const Keys& keys, HfArchitecture arch, int6
                                              "use_sliding_window to true, or list full_attention only");
     return {};
   }
-  if (arch == HfArchitecture::qwen3_moe) {
+  if (family.windows == HfWindows::qwen3_moe) {
     const int64_t window = window_of(keys, false);
     if (window == 0) return {};  // Qwen3MoeModel masks no window when sliding_window is null
-    const Sliding built = moe_window_rule(keys, arch, n_layer);
-    check_ignored_layer_types(keys, listed, built, "Qwen3MoeForCausalLM");
+    const Sliding built = moe_window_rule(keys, family.windows, n_layer);
+    check_ignored_layer_types(keys, listed, built, family.architecture);
     return per_layer(keys, built, window);
   }
   if (!listed.empty()) return per_layer(keys, listed, window_of(keys, false));
-  if (arch == HfArchitecture::qwen2_moe) return per_layer(keys, moe_window_rule(keys, arch, n_layer), window_of(keys, false));
+  if (family.windows == HfWindows::qwen2_moe)
+    return per_layer(keys, moe_window_rule(keys, family.windows, n_layer), window_of(keys, false));
   Sliding from_first(static_cast<size_t>(n_layer));
   const int64_t first = keys.count("max_window_layers", 28);
   for (int64_t i = 0; i < n_layer; ++i) from_first[static_cast<size_t>(i)] = i >= first;

@@ -17,7 +17,7 @@
 //
 // Shapes: B = batch, T = sequence, C = channels (n_embd), H = query heads, K = key/value heads,
 // D = head dim, F = MLP hidden width (ffn_hidden), L = n_layer, V = vocab_size.
-#include "llama.hpp"
+#include "llama/llama.hpp"
 
 #include <loom_ops/grouped_linear.hpp>
 #include <loom_ops/rms_norm.hpp>
@@ -31,8 +31,8 @@
 #include <loom/sequence_parallel.hpp>
 #include <loom/tensor_parallel.hpp>
 
-#include "causal_lm.hpp"
-#include "common.hpp"
+#include "layers/causal_lm.hpp"
+#include "layers/model_common.hpp"
 #include "components.hpp"
 
 namespace loom_gpt {
@@ -109,15 +109,16 @@ class LlamaModel : public CausalLm {
       const std::string p = "model.layers." + std::to_string(i) + ".";
       begin_unit(i);  // each layer is a unit of [distributed] shard = "parameters"
       Layer l;  // registered in Hugging Face's order: self_attn, mlp, then the two norms
+      const bool qkv_bias = s_.bias != ProjectionBias::none, o_bias = s_.bias == ProjectionBias::qkv_and_output;
       l.q_proj = projection(p + "self_attn.q_proj", normal({H * D, C}, s_.init_std), 0);
-      if (s_.qkv_bias) l.q_bias = column_bias(p + "self_attn.q_proj.bias", H * D);
+      if (qkv_bias) l.q_bias = column_bias(p + "self_attn.q_proj.bias", H * D);
       l.k_proj = projection(p + "self_attn.k_proj", normal({K * D, C}, s_.init_std), 0);
-      if (s_.qkv_bias) l.k_bias = column_bias(p + "self_attn.k_proj.bias", K * D);
+      if (qkv_bias) l.k_bias = column_bias(p + "self_attn.k_proj.bias", K * D);
       l.v_proj = projection(p + "self_attn.v_proj", normal({K * D, C}, s_.init_std), 0);
-      if (s_.qkv_bias) l.v_bias = column_bias(p + "self_attn.v_proj.bias", K * D);
+      if (qkv_bias) l.v_bias = column_bias(p + "self_attn.v_proj.bias", K * D);
       l.o_proj = projection(p + "self_attn.o_proj", normal({C, H * D}, proj_std), 1);
-      if (s_.o_bias) l.o_bias = add_param(p + "self_attn.o_proj.bias", filled(C, 0.0), kNoDecay);
-      if (s_.qk_norm) {
+      if (o_bias) l.o_bias = add_param(p + "self_attn.o_proj.bias", filled(C, 0.0), kNoDecay);
+      if (s_.head_norm == HeadNorm::rms) {
         l.q_norm = add_param(p + "self_attn.q_norm.weight", filled(D, 1.0), kNoDecay);
         l.k_norm = add_param(p + "self_attn.k_norm.weight", filled(D, 1.0), kNoDecay);
       }
@@ -275,7 +276,7 @@ class LlamaModel : public CausalLm {
     at::Tensor q = l.q_proj(in, l.q_bias, training_).view({B, T, H, D}).transpose(1, 2);  // (B, H, T, D)
     at::Tensor k = l.k_proj(in, l.k_bias, training_).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
     at::Tensor v = l.v_proj(in, l.v_bias, training_).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
-    if (s_.qk_norm) {  // per head, over D, before the rotation (Qwen3); whole weights on this rank's heads
+    if (s_.head_norm == HeadNorm::rms) {  // per head, over D, before the rotation (Qwen3); whole weights on this rank's heads
       q = rms_norm(q, tp::enter(l.q_norm, tp_), s_.rms_norm_eps);
       k = rms_norm(k, tp::enter(l.k_norm, tp_), s_.rms_norm_eps);
     }
@@ -344,8 +345,8 @@ LlamaSpec spec_from_options(const loom::Config& c, const loom::Context& ctx) {
   s.dropout = c.f64("dropout");
   s.tie_embeddings = c.flag("tie_embeddings");
   s.init_std = c.f64("init_std");
-  s.qk_norm = c.flag("qk_norm");
-  s.qkv_bias = c.flag("qkv_bias");
+  s.head_norm = c.flag("qk_norm") ? HeadNorm::rms : HeadNorm::none;
+  s.bias = c.flag("qkv_bias") ? ProjectionBias::qkv : ProjectionBias::none;
   require(s.n_head >= 1, "llama: n_head must be at least 1, got " + std::to_string(s.n_head));
   require(s.n_embd >= 1 && s.n_embd % s.n_head == 0, "llama: n_embd (" + std::to_string(s.n_embd) +
                                                          ") must be a positive multiple of n_head (" +

@@ -1,4 +1,4 @@
-// ctr_batch.hpp: parsed samples gathered into one loom batch (the layout the model reads):
+// criteo_batch_builder.hpp: parsed samples gathered into one loom batch (the layout the model reads):
 //   inputs              int64 [B, 1]   each sample's line index in the stream within its pass
 //   targets             int64 [B, 1]   the label, 0 or 1
 //   dense_features      float32 [B, dense]

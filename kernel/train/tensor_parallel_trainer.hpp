@@ -1,4 +1,4 @@
-// tensor_parallel.hpp: what the trainer does for a tensor-parallel model ([distributed]
+// tensor_parallel_trainer.hpp: what the trainer does for a tensor-parallel model ([distributed]
 // tensor_parallel = T, ABI 1.10). The ranks split as the device mesh says
 // (dist/device_mesh.hpp): the T ranks of a tensor group hold the pieces of one model and see
 // the same batches; the ranks holding the same piece form the replica group, over which

@@ -7,17 +7,14 @@
 
 #include <string>
 
-#include "gpt.hpp"
-#include "llama.hpp"
+#include "gpt2/gpt.hpp"
+#include "hf/hf_families.hpp"
+#include "llama/llama.hpp"
 
 namespace loom_gpt {
 
-// The architectures hf_causal_lm builds, by config.json's "architectures"[0].
-enum class HfArchitecture { llama, mistral, qwen2, qwen3, gpt2, qwen2_moe, qwen3_moe, mixtral };
-
 struct HfModelConfig {
-  HfArchitecture architecture;
-  std::string architecture_name;  // "Qwen3ForCausalLM"
+  const HfFamily* family = nullptr;  // by config.json's "architectures"[0], else its model_type
   nlohmann::json config;          // config.json as read
   int64_t max_positions = 0;      // max_position_embeddings (n_positions for GPT-2)
 };

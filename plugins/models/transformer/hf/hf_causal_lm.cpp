@@ -7,13 +7,13 @@
 
 #include <algorithm>
 
-#include "causal_lm.hpp"
-#include "common.hpp"
+#include "layers/causal_lm.hpp"
+#include "layers/model_common.hpp"
 #include "components.hpp"
-#include "format_error.hpp"
-#include "hf_config.hpp"
-#include "hf_config_keys.hpp"
-#include "weight_loading.hpp"
+#include "formats/format_error.hpp"
+#include "hf/hf_config.hpp"
+#include "hf/hf_config_keys.hpp"
+#include "formats/weight_loading.hpp"
 
 namespace loom_gpt {
 namespace {
@@ -59,7 +59,7 @@ class HfCausalLm final : public loom::Model {
     check_config_keys(config_path, strict);
     loom::formats::LoadRules rules;
     rules.strict = strict;
-    if (hf_.architecture == HfArchitecture::gpt2) {
+    if (hf_.family->model == HfModel::gpt2) {
       GptSpec spec = gpt_spec_from_hf(hf_, config_path, seq_len);
       spec.dropout = c.f64("dropout");
       spec.recompute = recompute_policy_from(c);
@@ -81,7 +81,7 @@ class HfCausalLm final : public loom::Model {
       rules.ignored_suffixes = {".rotary_emb.inv_freq"};
       if (spec.tie_embeddings) rules.ignored_suffixes.push_back("lm_head.weight");
       tied_ = spec.tie_embeddings;
-      if (hf_.architecture == HfArchitecture::qwen2_moe && spec.moe.shared_hidden == 0) {
+      if (hf_.family->experts == HfExperts::qwen_shared && spec.moe.shared_hidden == 0) {
         no_shared_expert_ = true;  // check_empty_shared_expert
         rules.ignored_suffixes.insert(rules.ignored_suffixes.end(), std::begin(kSharedExpertTensors),
                                       std::end(kSharedExpertTensors));
@@ -95,9 +95,9 @@ class HfCausalLm final : public loom::Model {
 
   // A key that could change the computation is never read past in silence (hf_config_keys.hpp).
   void check_config_keys(const std::string& config_path, bool strict) const {
-    for (const std::string& key : unknown_config_keys(hf_.config, hf_.architecture)) {
+    for (const std::string& key : unknown_config_keys(hf_.config, *hf_.family)) {
       const std::string what = config_path + ": \"" + key + "\" is a key hf_causal_lm neither reads for " +
-                               hf_.architecture_name + " nor knows to leave the computation unchanged";
+                               hf_.family->architecture + " nor knows to leave the computation unchanged";
       if (strict)
         throw loom::Error("hf_causal_lm: " + what + "; refusing rather than computing another model (set "
                           "[model] strict = false to load anyway)", LOOM_STATUS_CODE_INVALID_ARGUMENT);

@@ -17,7 +17,7 @@
 //
 // Shapes: B = batch, T = sequence, C = channels (n_embd), H = heads, D = head dim (C / H),
 // F = MLP width (n_inner), L = n_layer, V = vocab_size, P = position table rows (n_positions).
-#include "gpt.hpp"
+#include "gpt2/gpt.hpp"
 
 #include <loom_ops/gelu_tanh.hpp>
 #include <loom_ops/packed_attention.hpp>
@@ -27,8 +27,8 @@
 #include <tuple>
 #include <vector>
 
-#include "causal_lm.hpp"
-#include "common.hpp"
+#include "layers/causal_lm.hpp"
+#include "layers/model_common.hpp"
 #include "components.hpp"
 
 namespace loom_gpt {

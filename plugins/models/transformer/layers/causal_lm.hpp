@@ -12,8 +12,8 @@
 
 #include <string>
 
-#include "common.hpp"
-#include "packing.hpp"
+#include "layers/model_common.hpp"
+#include "layers/packing.hpp"
 
 namespace loom_gpt {
 
