@@ -14,10 +14,11 @@ at::Tensor grouped_linear(const at::Tensor& rows, const std::vector<at::Tensor>&
   check_arg(rows.dim() == 2, "grouped_linear", "rows must be (N, in), got " + std::to_string(rows.dim()) + " dimensions");
   check_arg(counts.dim() == 1 && counts.size(0) == int64_t(weights.size()) && counts.scalar_type() == at::kLong,
             "grouped_linear", "counts must be (E) int64 with one count per weight (" + std::to_string(weights.size()) + ")");
+  // No dtype check: under autocast rows arrive in bf16 beside fp32 weights, and the dispatcher
+  // casts both for at::_grouped_mm as it does for at::linear.
   for (const at::Tensor& w : weights)
-    check_arg(w.dim() == 2 && w.size(1) == rows.size(1) && w.size(0) == weights.front().size(0) &&
-                  w.scalar_type() == rows.scalar_type(),
-              "grouped_linear", "every weight must be (out, in) with in = rows.size(1) and rows' dtype");
+    check_arg(w.dim() == 2 && w.size(1) == rows.size(1) && w.size(0) == weights.front().size(0), "grouped_linear",
+              "every weight must be (out, in) with in = rows.size(1), all of one shape");
   const at::ScalarType t = rows.scalar_type();
   if (t != at::kFloat && t != at::kBFloat16 && t != at::kHalf) return reference::grouped_linear(rows, weights, counts);
   // (E, in, out): each expert's weight transposed; offs: where each expert's rows end.

@@ -15,7 +15,7 @@ namespace loom_ops {
 at::Tensor tokens_per_expert(const at::Tensor& chosen, int64_t experts);
 
 // rows: (N, in), each (token, expert) pair's row, sorted by expert; counts: (E) int64 rows per
-// expert; weights: E matrices (out, in) of rows' dtype and device -> (N, out), each row times
+// expert; weights: E matrices (out, in) on rows' device -> (N, out), each row times
 // its expert's weight^T. Differentiable with respect to rows and weights.
 at::Tensor grouped_linear(const at::Tensor& rows, const std::vector<at::Tensor>& weights, const at::Tensor& counts);
 
