@@ -1,6 +1,7 @@
 // ops_bench.cpp: each op's paths side by side on one device, forward and forward + backward:
 // the entry point the models call, its reference, and on CUDA the kernels of loom_ops_cuda.
-// Shapes are a GPT-2 124M layer at batch 16 x 1024 (--small: 1 x 128). One JSON object a line:
+// Shapes are a GPT-2 124M layer at batch 16 x 1024 (--small: 1 x 128); block attention splits
+// the keys into 4 blocks (a ring of 4). One JSON object a line:
 // op, path, device, dtype, elements, the median ms of forward and of forward + backward, and
 // the ratio of the reference's time to this path's (above 1: faster than the reference).
 //
@@ -9,12 +10,14 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/core/grad_mode.h>
+#include <loom_ops/block_attention.hpp>
 #include <loom_ops/gelu_tanh.hpp>
 #include <loom_ops/rms_norm.hpp>
 #include <loom_ops/rotary.hpp>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -124,6 +127,24 @@ int main(int argc, char** argv) {
     const loom_ops::Rope rope(T, C / H, 10000.0, o.device);
     const at::Tensor q = at::randn({B, H, T, C / H}, on.dtype(t));
     compare("rotary", q, {{"entry", [&](const at::Tensor& x) { return rope.apply(x); }}}, o);
+
+    // Causal attention over the keys in 4 blocks merged by log-sum-exp (ring attention's
+    // arithmetic, one process) against softmax over every key at once; x is q, and k = v = q.
+    const at::Tensor at_pos = at::arange(T, on.dtype(at::kLong));
+    const at::Tensor causal = at::zeros({T, T}, on).masked_fill(at_pos.unsqueeze(0) > at_pos.unsqueeze(1), -INFINITY);
+    const double scale = 1.0 / std::sqrt(double(C / H));
+    const Path whole = [&](const at::Tensor& x) { return loom_ops::reference::attention(x, x, x, causal, scale); };
+    const Path blocks = [&](const at::Tensor& x) {
+      const int64_t S = T / 4;
+      loom_ops::BlockAttention merged;
+      for (int64_t b = 0; b < 4; ++b) {
+        const at::Tensor k = x.narrow(2, b * S, S);
+        const loom_ops::BlockAttention part = loom_ops::attend_block(x, k, k, causal.narrow(1, b * S, S), scale);
+        merged = b == 0 ? part : loom_ops::merge_blocks(merged, part);
+      }
+      return merged.out;
+    };
+    compare("block_attention", q, {{"reference", whole}, {"4_blocks", blocks}}, o);
   }
   return 0;
 }
