@@ -19,8 +19,10 @@ void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v)
   check_arg(k.size(2) > 0, "attend_block", "a block must hold at least one key");
   check_arg(q.size(0) == k.size(0) && q.size(3) == k.size(3), "attend_block", "q, k and v must share B and D");
   check_arg(k.size(1) > 0 && q.size(1) % k.size(1) == 0, "attend_block",
-            "the key/value heads (" + std::to_string(k.size(1)) + ") must divide the query heads (" +
-                std::to_string(q.size(1)) + ")");
+            [&] {
+              return "the key/value heads (" + std::to_string(k.size(1)) + ") must divide the query heads (" +
+                     std::to_string(q.size(1)) + ")";
+            });
 }
 
 }  // namespace

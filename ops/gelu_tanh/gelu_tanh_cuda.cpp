@@ -21,8 +21,7 @@ ElementType element_type(const at::Tensor& x) {
     case at::kHalf: return ElementType::float16;
     default: break;
   }
-  check_arg(false, "cuda::gelu_tanh", std::string("x must be float32, bfloat16 or float16, got ") + c10::toString(x.scalar_type()));
-  return ElementType::float32;
+  refuse_arg("cuda::gelu_tanh", std::string("x must be float32, bfloat16 or float16, got ") + c10::toString(x.scalar_type()));
 }
 
 void run(bool backward, const at::Tensor& x, const at::Tensor& dy, at::Tensor& out) {
@@ -60,7 +59,7 @@ struct GeluTanhCuda : torch::autograd::Function<GeluTanhCuda> {
 }  // namespace
 
 at::Tensor gelu_tanh(const at::Tensor& x) {
-  check_arg(x.is_cuda(), "cuda::gelu_tanh", "x must be a CUDA tensor, got one on " + x.device().str());
+  check_arg(x.is_cuda(), "cuda::gelu_tanh", [&] { return "x must be a CUDA tensor, got one on " + x.device().str(); });
   element_type(x);
   return GeluTanhCuda::apply(x.contiguous());
 }

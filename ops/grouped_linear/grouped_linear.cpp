@@ -11,9 +11,11 @@ at::Tensor tokens_per_expert(const at::Tensor& chosen, int64_t experts) {
 }
 
 at::Tensor grouped_linear(const at::Tensor& rows, const std::vector<at::Tensor>& weights, const at::Tensor& counts) {
-  check_arg(rows.dim() == 2, "grouped_linear", "rows must be (N, in), got " + std::to_string(rows.dim()) + " dimensions");
+  check_arg(rows.dim() == 2, "grouped_linear",
+            [&] { return "rows must be (N, in), got " + std::to_string(rows.dim()) + " dimensions"; });
   check_arg(counts.dim() == 1 && counts.size(0) == int64_t(weights.size()) && counts.scalar_type() == at::kLong,
-            "grouped_linear", "counts must be (E) int64 with one count per weight (" + std::to_string(weights.size()) + ")");
+            "grouped_linear",
+            [&] { return "counts must be (E) int64 with one count per weight (" + std::to_string(weights.size()) + ")"; });
   // No dtype check: under autocast rows arrive in bf16 beside fp32 weights, and the dispatcher
   // casts both for at::_grouped_mm as it does for at::linear.
   for (const at::Tensor& w : weights)

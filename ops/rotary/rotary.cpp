@@ -42,7 +42,8 @@ at::Tensor rope_inv_freq(int64_t head_dim, double theta, const RopeScaling& scal
 }
 
 Rope::Rope(int64_t block_size, int64_t head_dim, double theta, const at::Device& device, const RopeScaling& scaling) {
-  check_arg(head_dim > 0 && head_dim % 2 == 0, "Rope", "head_dim must be even and positive, got " + std::to_string(head_dim));
+  check_arg(head_dim > 0 && head_dim % 2 == 0, "Rope",
+            [&] { return "head_dim must be even and positive, got " + std::to_string(head_dim); });
   const at::Tensor inv_freq = rope_inv_freq(head_dim, theta, scaling);                                           // (D/2)
   const at::Tensor angles = at::outer(at::arange(block_size, at::TensorOptions().dtype(at::kDouble)), inv_freq);  // (T, D/2)
   const at::Tensor both = at::cat({angles, angles}, -1);                                                         // (T, D)
