@@ -120,6 +120,7 @@ ModelInstance::Attributes ModelInstance::attributes() const {
     check(vt_.attributes(handle_, &raw), "attributes");
     out.sequence_parallel = raw.sequence_parallel != 0;
     out.expert_parallel = raw.expert_parallel != 0;
+    out.context_parallel = raw.context_parallel != 0;  // 0 from a plugin built before 1.16
     return out;
   }
   // A plugin built for ABI 1.11 to 1.14: one callback per capability.
@@ -247,20 +248,25 @@ Batch DatasetInstance::next() {
 }
 
 void DatasetInstance::cut(Batch& batch) const {
-  const int64_t rows = batch.inputs.size(0), T = batch.inputs.size(1), count = pieces_.count;
-  if (T % count != 0)
-    throw usage_failure(where() + ": rows of " + std::to_string(T) + " positions cannot be cut into [distributed] "
-                        "sequence_parallel = " + std::to_string(count) + " equal pieces; make seq_len (the data's "
-                        "and the model's) a multiple of " + std::to_string(count));
-  const int64_t piece = T / count, start = pieces_.rank * piece;
-  const auto mine = [&](const at::Tensor& t) { return t.narrow(1, start, piece).contiguous(); };
+  const int64_t rows = batch.inputs.size(0), T = batch.inputs.size(1);
+  const int64_t chunks = pieces_.balanced ? 2 * pieces_.count : pieces_.count;
+  const std::string option = "[distributed] " + std::string(pieces_.option()) + " = " + std::to_string(pieces_.count);
+  if (T % chunks != 0)
+    throw usage_failure(where() + ": rows of " + std::to_string(T) + " positions cannot be cut into " + option +
+                        (pieces_.balanced ? " x 2 equal chunks" : " equal pieces") + "; make seq_len (the data's and "
+                        "the model's) a multiple of " + std::to_string(chunks));
+  const int64_t chunk = T / chunks;
+  const auto mine = [&](const at::Tensor& t) {
+    if (!pieces_.balanced) return t.narrow(1, pieces_.rank * chunk, chunk).contiguous();
+    return at::cat({t.narrow(1, pieces_.rank * chunk, chunk), t.narrow(1, (chunks - 1 - pieces_.rank) * chunk, chunk)}, 1);
+  };
   batch.inputs = mine(batch.inputs);
   batch.targets = mine(batch.targets);
   for (auto& [name, field] : batch.fields) {
     if (field.dim() < 2 || field.size(0) != rows || field.size(1) != T)
       throw usage_failure(where() + ": batch field " + name + " is not shaped (batch, positions, ...) like input_ids, "
-                          "so it cannot be cut along the sequence for [distributed] sequence_parallel; use "
-                          "sequence_parallel = 1 with this dataset");
+                          "so it cannot be cut along the sequence for " + option + "; use " + pieces_.option() +
+                          " = 1 with this dataset");
     field = mine(field);
   }
 }

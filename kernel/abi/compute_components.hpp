@@ -76,10 +76,12 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
   struct Attributes {
     bool sequence_parallel = false;  // takes sequence pieces and attends across whole rows
     bool expert_parallel = false;    // computes its experts over the expert-parallel group
+    bool context_parallel = false;   // (1.16) takes two chunks of rows, ring attention over the rest
   };
   Attributes attributes() const;
   bool handles_sequence_parallel() const { return attributes().sequence_parallel; }
   bool handles_expert_parallel() const { return attributes().expert_parallel; }
+  bool handles_context_parallel() const { return attributes().context_parallel; }
   // (ABI 1.3) The model's Hugging Face description (loom/model.h), or "" when it has none.
   std::string hugging_face() const;
 
@@ -98,9 +100,14 @@ struct Batch {
 };
 
 // Under sequence parallelism ([distributed] sequence_parallel = count) the model of sequence
-// rank `rank` takes piece `rank` of count equal pieces of every row.
+// rank `rank` takes piece `rank` of count equal pieces of every row. Under context parallelism
+// (context_parallel = count, balanced) rows are cut into 2 count equal chunks and the rank
+// takes chunks rank and 2 count - 1 - rank, side by side: causal attention's work is then the
+// same on every rank.
 struct RowPieces {
   int rank = 0, count = 1;
+  bool balanced = false;
+  const char* option() const { return balanced ? "context_parallel" : "sequence_parallel"; }
 };
 
 class DatasetInstance : public Instance<loom_dataset_vtable, loom_dataset> {

@@ -46,6 +46,7 @@ struct RunContext {
   int32_t sequence_parallel_rank = 0, sequence_parallel_size = 1;  // the model's only (ABI 1.11)
   int32_t expert_parallel_rank = 0, expert_parallel_size = 1;  // the model's only (ABI 1.12)
   int32_t sparse_shard_rank = 0, sparse_shard_size = 1;        // the model's only (ABI 1.14)
+  int32_t context_parallel_rank = 0, context_parallel_size = 1;  // the model's only (ABI 1.16)
 };
 
 template <class VTable, class Handle>
@@ -98,6 +99,8 @@ class Instance {
     context.sequence_parallel_size = run_.sequence_parallel_size;
     context.expert_parallel_rank = run_.expert_parallel_rank;
     context.expert_parallel_size = run_.expert_parallel_size;
+    context.context_parallel_rank = run_.context_parallel_rank;
+    context.context_parallel_size = run_.context_parallel_size;
     context.sparse_shard_rank = run_.sparse_shard_rank;
     context.sparse_shard_size = run_.sparse_shard_size;
     std::vector<const char*> targets;

@@ -12,7 +12,7 @@
 namespace loom {
 namespace {
 
-std::array<std::atomic<GroupCollectives*>, 4> g_groups{};  // by loom_collective_group
+std::array<std::atomic<GroupCollectives*>, 5> g_groups{};  // by loom_collective_group
 
 }  // namespace
 
@@ -28,7 +28,8 @@ loom_status* tensor_parallel_collective(loom_collective_args* args) {
     return fail(LOOM_STATUS_CODE_INVALID_ARGUMENT, "tensor_parallel_collective: args, input and output must be set");
   const int32_t group = LOOM_STRUCT_HAS(args, loom_collective_args, group) ? args->group : LOOM_COLLECTIVE_GROUP_TENSOR;
   if (group != LOOM_COLLECTIVE_GROUP_TENSOR && group != LOOM_COLLECTIVE_GROUP_SEQUENCE &&
-      group != LOOM_COLLECTIVE_GROUP_EXPERT && group != LOOM_COLLECTIVE_GROUP_SPARSE)
+      group != LOOM_COLLECTIVE_GROUP_EXPERT && group != LOOM_COLLECTIVE_GROUP_SPARSE &&
+      group != LOOM_COLLECTIVE_GROUP_CONTEXT)
     return fail(LOOM_STATUS_CODE_INVALID_ARGUMENT, "tensor_parallel_collective: unknown group " + std::to_string(group));
   try {
     const at::Tensor& x = tensor(args->input);
@@ -45,6 +46,9 @@ loom_status* tensor_parallel_collective(loom_collective_args* args) {
         return nullptr;
       case LOOM_COLLECTIVE_ALL_TO_ALL:
         out = calls ? calls->all_to_all(x) : x.clone();
+        return nullptr;
+      case LOOM_COLLECTIVE_RING_SHIFT:  // a ring of one hands its input back
+        out = calls ? calls->ring_shift(x) : x.clone();
         return nullptr;
       default:
         return fail(LOOM_STATUS_CODE_INVALID_ARGUMENT,

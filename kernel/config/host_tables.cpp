@@ -251,14 +251,25 @@ const HostTable<DistributedSettings>& distributed_table() {
               "the rest. Models: llama, gpt and hf_causal_lm; S must divide the query heads of each tensor "
               "piece and the rows' positions. Not yet with dropout. README \"Sequence parallelism\".",
               {at_least<int64_t>(1)}),
+       option("context_parallel", &S::context_parallel,
+              "Ranks per context-parallel group (ring attention): rows are cut into 2C chunks and each rank "
+              "takes chunks r and 2C-1-r (one from each end, so causal work is even) and sees the same batches; "
+              "each attention layer passes the keys and values around the group C-1 times and merges the "
+              "blocks with their log-sum-exp, so each rank attends its chunks over whole rows (grouped-query "
+              "heads, sliding windows and packed documents included). No head count limits it, unlike "
+              "sequence_parallel, with which it does not combine. The world size must be a multiple of "
+              "tensor_parallel x context_parallel; data parallelism (with shard) runs over the rest. Models: "
+              "llama, gpt and hf_causal_lm (no mixture of experts); 2C must divide the rows' positions. Not yet "
+              "with dropout. README \"Context parallelism\".",
+              {at_least<int64_t>(1)}),
        option("expert_parallel", &S::expert_parallel,
               "Data-parallel ranks per expert-parallel group (GShard's layout) for mixture-of-experts models: "
               "each reads its own batches and computes 1/E of every sparse layer's experts, for the tokens of "
               "every rank of its group, which an all-to-all sends to it and a second sends back. It must divide "
               "the world size and the experts. Each rank holds only its experts' weights, gradients and "
               "optimizer state; checkpoints and exports hold every expert and resume on any E. Models: "
-              "hf_causal_lm with Qwen2-MoE, Qwen3-MoE or Mixtral; not with tensor_parallel, sequence_parallel "
-              "or shard = \"parameters\". README "
+              "hf_causal_lm with Qwen2-MoE, Qwen3-MoE or Mixtral; not with tensor_parallel, sequence_parallel, "
+              "context_parallel or shard = \"parameters\". README "
               "\"Mixtures of experts\".",
               {at_least<int64_t>(1)}),
        option("sparse_tables", &S::sparse_tables,

@@ -233,6 +233,23 @@ void Communicator::all_to_all(const at::Tensor& input, at::Tensor& output) {
   });
 }
 
+void Communicator::ring_shift(const at::Tensor& input, at::Tensor& output) {
+  const int world = env_.world_size, next = (env_.rank + 1) % world, previous = (env_.rank + world - 1) % world;
+  if (world == 1) {  // a ring of one hands its input back
+    output.copy_(input);
+    return;
+  }
+  LOOM_NCCL_OR(input, nccl_->send_recv(input, next, output, previous));
+  guarded("ring shift", [&] {
+    std::vector<at::Tensor> sent{input}, received{output};
+    // Gloo's send returns once the bytes are handed off, so every rank may post both first.
+    const auto send = group_->send(sent, next, /*tag=*/0);
+    const auto receive = group_->recv(received, previous, /*tag=*/0);
+    send->wait();
+    receive->wait();
+  });
+}
+
 at::Tensor Communicator::allgather_rows(const at::Tensor& rows) {
   // Equal chunks: each rank pads its rows to the largest count; the counts say what is real.
   const int world = env_.world_size;

@@ -56,6 +56,9 @@ class Communicator {
   // input holds world_size equal chunks along dim 0, chunk j for rank j; output (the same
   // shape) holds in chunk i what rank i sent here.
   void all_to_all(const at::Tensor& input, at::Tensor& output);
+  // input (contiguous) goes to rank + 1 (the last rank's to 0); output, of the same shape,
+  // receives rank - 1's: one step of a ring, every rank sending and receiving at once.
+  void ring_shift(const at::Tensor& input, at::Tensor& output);
   // Every rank's rows (dim 0; the counts may differ by rank, the other dims may not),
   // concatenated in rank order, on every rank.
   at::Tensor allgather_rows(const at::Tensor& rows);

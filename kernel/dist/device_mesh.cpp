@@ -25,19 +25,30 @@ std::vector<int> DeviceMesh::replica_group() const {
 std::string DeviceMesh::describe() const {
   const auto n = [](int x) { return std::to_string(x); };
   const bool seq = sequence > 1;
+  const std::string axis = ring ? "context " : "sequence ";
   return n(world_size) + " rank" + (world_size == 1 ? "" : "s") + " = data " + n(data()) +
-         (seq ? " x sequence " + n(sequence) : "") + " x tensor " + n(tensor) + "; rank " + n(rank) + ": data " +
-         n(data_rank()) + (seq ? ", sequence " + n(sequence_rank()) : "") + ", tensor " + n(tensor_rank());
+         (seq ? " x " + axis + n(sequence) : "") + " x tensor " + n(tensor) + "; rank " + n(rank) + ": data " +
+         n(data_rank()) + (seq ? ", " + axis + n(sequence_rank()) : "") + ", tensor " + n(tensor_rank());
 }
 
-DeviceMesh make_device_mesh(int world_size, int rank, int tensor_parallel, int sequence_parallel) {
+DeviceMesh make_device_mesh(int world_size, int rank, int tensor_parallel, int sequence_parallel,
+                            int context_parallel) {
   const auto ranks = [](int n) { return std::to_string(n) + " rank" + (n == 1 ? "" : "s"); };
+  if (context_parallel < 1)
+    throw usage_failure("[distributed] context_parallel = " + std::to_string(context_parallel) + " must be 1 or more");
+  if (context_parallel > 1 && sequence_parallel > 1)
+    throw usage_failure("[distributed] sequence_parallel = " + std::to_string(sequence_parallel) +
+                        " with context_parallel = " + std::to_string(context_parallel) + " is not built (both cut "
+                        "the rows); use one of them");
+  const bool ring = context_parallel > 1;
+  const std::string axis = ring ? "context_parallel" : "sequence_parallel";
+  if (ring) sequence_parallel = context_parallel;
   if (tensor_parallel < 1 || world_size % tensor_parallel != 0)
     throw usage_failure("[distributed] tensor_parallel = " + std::to_string(tensor_parallel) + " does not divide the " +
                         ranks(world_size) + " of this run; launch a multiple of it, or choose a divisor of " +
                         std::to_string(world_size));
   if (sequence_parallel < 1 || world_size % (tensor_parallel * sequence_parallel) != 0)
-    throw usage_failure("[distributed] sequence_parallel = " + std::to_string(sequence_parallel) +
+    throw usage_failure("[distributed] " + axis + " = " + std::to_string(sequence_parallel) +
                         " times tensor_parallel = " + std::to_string(tensor_parallel) + " does not divide the " +
                         ranks(world_size) + " of this run; launch a multiple of their product, or choose degrees "
                         "whose product divides " + std::to_string(world_size));
@@ -45,6 +56,7 @@ DeviceMesh make_device_mesh(int world_size, int rank, int tensor_parallel, int s
   mesh.world_size = world_size;
   mesh.tensor = tensor_parallel;
   mesh.sequence = sequence_parallel;
+  mesh.ring = ring;
   mesh.rank = rank;
   return mesh;
 }

@@ -19,6 +19,9 @@ namespace loom {
 struct DeviceMesh {
   int world_size = 1, tensor = 1, sequence = 1;  // ranks per tensor- and sequence-parallel group
   int rank = 0;                                  // this process's world rank
+  // The sequence axis cuts rows for context parallelism (ring attention, [distributed]
+  // context_parallel) instead of Ulysses: the same groups, other chunks and collectives.
+  bool ring = false;
 
   int data() const { return world_size / (tensor * sequence); }  // data-parallel degree
   int tensor_rank() const { return rank % tensor; }
@@ -44,8 +47,10 @@ struct DeviceMesh {
   std::string describe() const;
 };
 
-// Throws a usage Failure naming [distributed] tensor_parallel and sequence_parallel when their
-// product does not divide the world size.
-DeviceMesh make_device_mesh(int world_size, int rank, int tensor_parallel, int sequence_parallel = 1);
+// Throws a usage Failure naming [distributed] tensor_parallel and sequence_parallel (or
+// context_parallel, which takes the sequence axis) when their product does not divide the world
+// size, or when both sequence_parallel and context_parallel are above 1 (not built).
+DeviceMesh make_device_mesh(int world_size, int rank, int tensor_parallel, int sequence_parallel = 1,
+                            int context_parallel = 1);
 
 }  // namespace loom

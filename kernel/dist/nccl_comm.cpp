@@ -110,4 +110,16 @@ void NcclComm::all_to_all(const at::Tensor& input, at::Tensor& output) {
   check_nccl(ncclGroupEnd(), "ncclGroupEnd");
 }
 
+void NcclComm::send_recv(const at::Tensor& input, int to, at::Tensor& output, int from) {
+  if (!input.is_cuda() || !input.is_contiguous() || !output.is_contiguous() || input.numel() != output.numel() ||
+      input.scalar_type() != output.scalar_type())
+    throw runtime_failure("nccl: send/receive needs contiguous CUDA tensors of one size and dtype");
+  const auto count = static_cast<size_t>(input.numel());
+  const ncclDataType_t type = nccl_type(input.scalar_type());
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  check_nccl(ncclSend(input.data_ptr(), count, type, to, impl_->comm, /*stream=*/nullptr), "ncclSend");
+  check_nccl(ncclRecv(output.data_ptr(), count, type, from, impl_->comm, /*stream=*/nullptr), "ncclRecv");
+  check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+}
+
 }  // namespace loom

@@ -33,6 +33,8 @@ class NcclComm {
   // input and output hold world_size equal chunks: chunk j of input goes to rank j, chunk i of
   // output comes from rank i (one grouped send and receive per peer).
   void all_to_all(const at::Tensor& input, at::Tensor& output);
+  // input to rank `to`, output from rank `from`, in one group (neither waits for the other).
+  void send_recv(const at::Tensor& input, int to, at::Tensor& output, int from);
 
  private:
   struct Impl;

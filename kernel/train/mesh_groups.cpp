@@ -39,6 +39,14 @@ at::Tensor CommunicatorCollectives::all_to_all(const at::Tensor& x) {
   return out;
 }
 
+at::Tensor CommunicatorCollectives::ring_shift(const at::Tensor& x) {
+  const at::Tensor in = x.contiguous();
+  at::Tensor out = at::empty_like(in);
+  sent_bytes_ += static_cast<int64_t>(in.nbytes());
+  group_.ring_shift(in, out);
+  return out;
+}
+
 void check_expert_parallel(const DistributedSettings& distributed, int world_size) {
   const int64_t experts = distributed.expert_parallel;
   if (experts == 1) return;
@@ -46,8 +54,9 @@ void check_expert_parallel(const DistributedSettings& distributed, int world_siz
   if (experts < 1 || world_size % experts != 0)
     throw usage_failure(what + " does not divide the " + std::to_string(world_size) +
                         " ranks; launch a multiple of it (host launch --nproc-per-node)");
-  if (distributed.tensor_parallel > 1 || distributed.sequence_parallel > 1)
-    throw usage_failure(what + " with tensor_parallel or sequence_parallel > 1 is not built; use one of them");
+  if (distributed.tensor_parallel > 1 || distributed.sequence_parallel > 1 || distributed.context_parallel > 1)
+    throw usage_failure(what + " with tensor_parallel, sequence_parallel or context_parallel > 1 is not built; use "
+                        "one of them");
   if (distributed.shard == "parameters")
     throw usage_failure(what + " with shard = \"parameters\" is not built (every layer would gather every expert); "
                         "use shard = \"optimizer\" or \"gradients\"");
@@ -66,7 +75,9 @@ MeshGroups::MeshGroups(Communicator& world, const DeviceMesh& mesh, int experts)
     const std::string key = std::to_string(mesh.data_rank()) + "." + std::to_string(mesh.tensor_rank());
     sequence_ = std::make_unique<Communicator>(world, mesh.sequence_group(), "sequence" + key);
     sequence_calls_ = std::make_unique<CommunicatorCollectives>(*sequence_);
-    set_group_collectives(LOOM_COLLECTIVE_GROUP_SEQUENCE, sequence_calls_.get());
+    // One mesh axis for both ways of cutting rows; the model asks for the group it was told of.
+    set_group_collectives(mesh.ring ? LOOM_COLLECTIVE_GROUP_CONTEXT : LOOM_COLLECTIVE_GROUP_SEQUENCE,
+                          sequence_calls_.get());
   }
   if (experts > 1) {
     const int first = mesh.rank / experts * experts;
@@ -88,6 +99,7 @@ MeshGroups::MeshGroups(Communicator& world, const DeviceMesh& mesh, int experts)
 MeshGroups::~MeshGroups() {
   set_group_collectives(LOOM_COLLECTIVE_GROUP_TENSOR, nullptr);
   set_group_collectives(LOOM_COLLECTIVE_GROUP_SEQUENCE, nullptr);
+  set_group_collectives(LOOM_COLLECTIVE_GROUP_CONTEXT, nullptr);
   set_group_collectives(LOOM_COLLECTIVE_GROUP_EXPERT, nullptr);
 }
 

@@ -30,6 +30,7 @@ class CommunicatorCollectives final : public GroupCollectives {
   at::Tensor all_reduce(const at::Tensor& x, bool max) override;
   at::Tensor all_gather(const at::Tensor& x) override;
   at::Tensor all_to_all(const at::Tensor& x) override;
+  at::Tensor ring_shift(const at::Tensor& x) override;
   // Bytes this rank has handed to the others since the last call (all-to-all chunks for other
   // ranks, all-reduce and all-gather inputs once per other rank): what the model's collectives cost.
   int64_t take_sent_bytes() { return std::exchange(sent_bytes_, 0); }
@@ -40,7 +41,8 @@ class CommunicatorCollectives final : public GroupCollectives {
 };
 
 // Throws a usage Failure naming [distributed] expert_parallel when it does not divide the world
-// or comes with tensor_parallel, sequence_parallel or shard = "parameters" (not built).
+// or comes with tensor_parallel, sequence_parallel, context_parallel or shard = "parameters" (not
+// built).
 void check_expert_parallel(const DistributedSettings& distributed, int world_size);
 
 class MeshGroups {

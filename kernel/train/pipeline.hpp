@@ -37,8 +37,8 @@ inline int64_t total_steps(const RunPlan& c, const DatasetInstance& data) {
   return (c.run.epochs * per_epoch + c.run.grad_accum - 1) / c.run.grad_accum;
 }
 
-// The context of every kind but the model, which alone sees its tensor-, sequence- and
-// expert-parallel groups (ABI 1.10, 1.11, 1.12).
+// The context of every kind but the model, which alone sees its tensor-, sequence-, expert- and
+// context-parallel groups (ABI 1.10, 1.11, 1.12, 1.16).
 inline RunContext with_total_steps(RunContext run, int64_t total) {
   run.total_steps = total;
   run.tensor_parallel_rank = 0;
@@ -49,13 +49,19 @@ inline RunContext with_total_steps(RunContext run, int64_t total) {
   run.expert_parallel_size = 1;
   run.sparse_shard_rank = 0;
   run.sparse_shard_size = 1;
+  run.context_parallel_rank = 0;
+  run.context_parallel_size = 1;
   return run;
 }
 
 // Where the context's rank sits in the run's device mesh.
 inline DeviceMesh mesh_of(const RunContext& c) {
-  return DeviceMesh::place(c.world_size, c.rank, c.sequence_parallel_size, c.sequence_parallel_rank,
-                           c.tensor_parallel_size, c.tensor_parallel_rank);
+  const bool ring = c.context_parallel_size > 1;  // the sequence axis, cut for ring attention
+  DeviceMesh mesh = DeviceMesh::place(c.world_size, c.rank, ring ? c.context_parallel_size : c.sequence_parallel_size,
+                                      ring ? c.context_parallel_rank : c.sequence_parallel_rank,
+                                      c.tensor_parallel_size, c.tensor_parallel_rank);
+  mesh.ring = ring;
+  return mesh;
 }
 
 // Hooks and trackers see the world's ranks: under tensor or sequence parallelism several ranks
@@ -132,7 +138,8 @@ struct Pipeline {
                           "\"none\" with it");
     const RunContext run = with_total_steps(context, steps);
     if (c.eval_data.component) eval_data = std::make_unique<DatasetInstance>(c.eval_data, run);
-    const RowPieces pieces{context.sequence_parallel_rank, context.sequence_parallel_size};
+    const DeviceMesh mesh = mesh_of(context);
+    const RowPieces pieces{mesh.sequence_rank(), mesh.sequence, mesh.ring};
     data.cut_rows(pieces);  // the model takes its sequence piece of every row
     if (eval_data) eval_data->cut_rows(pieces);
     if (c.checkpoint.enabled) checkpoint = std::make_unique<CheckpointBackendInstance>(c.checkpoint_backend, run);

@@ -42,7 +42,8 @@ struct DistributedSettings {
   double timeout_s = 300;        // a rank that does not answer within this fails the run
   std::string shard = "none";    // "none", "optimizer" (ZeRO-1) or "gradients" (ZeRO-2)
   int64_t tensor_parallel = 1;   // ranks per tensor-parallel group (train/tensor_parallel_trainer.hpp)
-  int64_t sequence_parallel = 1; // ranks per sequence-parallel group (train/sequence_pieces.hpp)
+  int64_t sequence_parallel = 1; // ranks per sequence-parallel group (dist/device_mesh.hpp)
+  int64_t context_parallel = 1;  // ranks per context-parallel group, the same mesh axis (ring attention)
   int64_t expert_parallel = 1;   // data-parallel ranks per expert-parallel group (train/mesh_groups.hpp)
   std::string sparse_tables = "replicated";  // or "row_sharded" (train/sparse_table_updates.hpp)
 };

@@ -70,8 +70,8 @@ void check_sparse_tables(const RunPlan& plan, int world_size) {
   if (d.sparse_tables == "replicated" || world_size <= 1) return;
   const std::string what = "[distributed] sparse_tables = \"row_sharded\"";
   std::string missing;
-  if (d.tensor_parallel > 1 || d.sequence_parallel > 1 || d.expert_parallel > 1)
-    missing = "tensor_parallel, sequence_parallel or expert_parallel > 1";
+  if (d.tensor_parallel > 1 || d.sequence_parallel > 1 || d.context_parallel > 1 || d.expert_parallel > 1)
+    missing = "tensor_parallel, sequence_parallel, context_parallel or expert_parallel > 1";
   else if (plan.checkpoint_backend.component != nullptr && d.shard != "none")
     missing = "[checkpoint] and shard = \"" + d.shard + "\" (a sharded save of row-sharded tables)";
   else if (plan.hf_export.enabled)

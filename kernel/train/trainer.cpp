@@ -27,7 +27,8 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   apply_run_settings(settings_, device_, env.local_world_size);
   comm_ = build_communicator(plan, env, device_);
   mesh_ = make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel),
-                           static_cast<int>(plan.distributed.sequence_parallel));
+                           static_cast<int>(plan.distributed.sequence_parallel),
+                           static_cast<int>(plan.distributed.context_parallel));
   const int experts = static_cast<int>(plan.distributed.expert_parallel);
   if (mesh_.tensor > 1 || mesh_.sequence > 1 || experts > 1) {  // model groups and replica groups
     mesh_groups_ = std::make_unique<MeshGroups>(*comm_, mesh_, experts);
@@ -48,8 +49,9 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   context.world_size = mesh_.data();
   context.tensor_parallel_rank = mesh_.tensor_rank();
   context.tensor_parallel_size = mesh_.tensor;
-  context.sequence_parallel_rank = mesh_.sequence_rank();
-  context.sequence_parallel_size = mesh_.sequence;
+  // The sequence axis goes to the model as Ulysses' group or as the ring's (mesh_.ring).
+  (mesh_.ring ? context.context_parallel_rank : context.sequence_parallel_rank) = mesh_.sequence_rank();
+  (mesh_.ring ? context.context_parallel_size : context.sequence_parallel_size) = mesh_.sequence;
   context.expert_parallel_rank = mesh_.rank % experts;
   context.expert_parallel_size = experts;
   if (plan.distributed.sparse_tables == "row_sharded" && mesh_.world_size > 1) {  // ABI 1.14
@@ -62,7 +64,12 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   if (experts > 1)
     elsewhere = [this](ModelInstance& model) { return experts_held_elsewhere(model, *mesh_groups_->experts()); };
   p_ = std::make_unique<Pipeline>(plan, context, elsewhere);
-  if (mesh_.sequence > 1 && !p_->model.handles_sequence_parallel())
+  if (mesh_.ring && !p_->model.handles_context_parallel())
+    throw usage_failure("[distributed] context_parallel = " + std::to_string(mesh_.sequence) + ": model " +
+                        p_->model.component().name + " does not attend over rings of chunks (loom_model_attributes."
+                        "context_parallel), and attention over its own chunks alone would be wrong; use a model "
+                        "that does (llama, gpt, hf_causal_lm) or context_parallel = 1");
+  if (!mesh_.ring && mesh_.sequence > 1 && !p_->model.handles_sequence_parallel())
     throw usage_failure("[distributed] sequence_parallel = " + std::to_string(mesh_.sequence) + ": model " +
                         p_->model.component().name + " does not take pieces of rows (loom_model_attributes."
                         "sequence_parallel), and attention over a piece alone would be wrong; use a model "

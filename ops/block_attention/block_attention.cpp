@@ -4,14 +4,12 @@
 #include <cmath>
 #include <string>
 
+#include "kv_heads.hpp"
+
 namespace loom_ops {
 namespace {
 
-// (B, K, S, D) -> (B, H, S, D): each key/value head read by its H / K query heads.
-at::Tensor per_query_head(const at::Tensor& x, int64_t heads) {
-  const int64_t K = x.size(1);
-  return K == heads ? x : x.repeat_interleave(heads / K, 1);
-}
+using block_attention_detail::per_query_head;
 
 void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   check_arg(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "attend_block", "q, k and v must be (B, heads, T, D)");

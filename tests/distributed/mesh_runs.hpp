@@ -1,4 +1,4 @@
-// mesh_runs.hpp: what the tensor- and sequence-parallel tests share: a small llama manifest, a
+// mesh_runs.hpp: what the tensor-, sequence- and context-parallel tests share: a small llama manifest, a
 // run on a layout of real processes (host launch, Gloo), its logged losses and gradient norms,
 // and the closeness checks that compare it with one process.
 #pragma once
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "dist_helpers.hpp"
 #include "run_host.hpp"
 
 namespace loom_mesh_test {
@@ -50,20 +51,21 @@ inline Logged logged(const fs::path& run) {
   return out;
 }
 
-// ranks processes: tensor_parallel = tensor, sequence_parallel = sequence, data parallel over
-// the rest.
+// ranks processes: tensor_parallel = tensor, sequence_parallel = sequence, context_parallel =
+// context, data parallel over the rest.
 struct Layout {
-  int ranks = 1, tensor = 1, sequence = 1;
+  int ranks = 1, tensor = 1, sequence = 1, context = 1;
 };
 
 // The global batch stays 4 rows per step (data.batch_size = batch_rows / data ranks).
 inline void train_steps(const std::string& m, const std::string& name, const Layout& at, const std::string& extra,
                         int batch_rows = 4) {
-  const int data = at.ranks / (at.tensor * at.sequence);
+  const int data = at.ranks / (at.tensor * at.sequence * at.context);
   const std::string run = "run " + m + " --set run.name=" + name + " --set distributed.tensor_parallel=" +
                           std::to_string(at.tensor) + " --set distributed.sequence_parallel=" +
-                          std::to_string(at.sequence) + " --set data.batch_size=" + std::to_string(batch_rows / data) +
-                          extra;
+                          std::to_string(at.sequence) +
+                          (at.context > 1 ? " --set distributed.context_parallel=" + std::to_string(at.context) : "") +
+                          " --set data.batch_size=" + std::to_string(batch_rows / data) + extra;
   const auto r = loom_test::run_host(at.ranks == 1 ? run : "launch --nproc-per-node " + std::to_string(at.ranks) + " -- " + run);
   REQUIRE_MESSAGE(r.code == 0, r.err);
 }
@@ -151,5 +153,58 @@ inline std::map<std::string, at::Tensor> minus(const std::map<std::string, at::T
   for (const auto& [name, t] : a) out[name] = t - b.at(name);
   return out;
 }
+
+// One step of m (SGD at lr 1, no clipping) from the same weights, in one process and on layout
+// `at`: each weight changes by minus its gradient, so every change must agree within 1e-5 of
+// its norm; the weight `trained` must have changed at all.
+inline void check_one_step_changes(const std::string& m, const Layout& at, const std::string& trained) {
+  const fs::path dir = fs::path(m).parent_path();
+  const std::string one_step = " --set run.steps=1 --set checkpoint.every=1";
+  train_steps(m, "start", {1}, one_step + " --set optimizer.lr=0.0");
+  train_steps(m, "g1", {1}, one_step);
+  train_steps(m, "g2", at, one_step);
+  const auto start = loom_dist_test::weights(dir / "start" / "checkpoints" / "step-1");
+  const auto one = minus(start, loom_dist_test::weights(dir / "g1" / "checkpoints" / "step-1"));
+  CHECK(one.at(trained).norm().item<double>() > 1e-4);  // it did train
+  check_tensors_close(one, minus(start, loom_dist_test::weights(dir / "g2" / "checkpoints" / "step-1")), 1e-5);
+}
+
+// A Mistral folder with a 5-position sliding window at dir / "mistral", written by transformers.
+inline fs::path write_mistral_window(const fs::path& dir) {
+  const fs::path folder = dir / "mistral";
+  const auto written = loom_test::run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR +
+                                            "/tests/hf_models/transformers_reference.py write --arch mistral_window "
+                                            "--out " + folder.string() + " --seed 3");
+  REQUIRE_MESSAGE(written.code == 0, written.err);
+  return folder;
+}
+
+// A run's (eval_loss, eval_tokens) records, in order.
+inline std::vector<std::pair<double, double>> evaluations(const fs::path& run) {
+  std::vector<std::pair<double, double>> out;
+  std::istringstream in(loom_test::read_file(run / "metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.contains("eval_loss")) out.emplace_back(record.at("eval_loss"), record.at("eval_tokens"));
+  }
+  return out;
+}
+
+// Evaluation on a layout that cuts rows: the same eval_loss (1e-5) and eval_tokens (each
+// position counted once) as one process, at both evaluations of a 20-step run.
+inline void check_same_evaluations(const fs::path& one, const fs::path& cut) {
+  const auto want = evaluations(one), got = evaluations(cut);
+  REQUIRE(want.size() == 2);  // steps 10 and 20
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    CHECK(std::abs(got[i].first - want[i].first) <= 1e-5 * want[i].first);
+    CHECK(got[i].second == want[i].second);
+  }
+}
+
+// The [eval_data] and eval hook the evaluation tests append to a manifest: 2 batches of 4 rows
+// of 16, at steps 10 and 20.
+inline const std::string kEvalEvery10 =
+    "[eval_data]\nuse = \"synthetic\"\nseq_len = 16\nbatch_size = 4\nmax_batches = 2\n[[hooks]]\nuse = \"eval\"\nevery = 10\n";
 
 }  // namespace loom_mesh_test

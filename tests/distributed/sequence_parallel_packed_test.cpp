@@ -1,8 +1,9 @@
-// Sequence parallelism on packed instruction rows: the `sft` dataset (the real Qwen3 tokenizer
-// and chat template) packs several samples into each row, with position_ids that restart and
-// document_ids that keep attention inside each sample. Cut over 2 and 4 ranks, the document
-// masks span the pieces' edges and the loss skips the unlabelled positions; 20 steps match one
-// process. Skipped (exit code 77) without ../shared/tokenizers/qwen3.
+// Sequence and context parallelism on packed instruction rows: the `sft` dataset (the real Qwen3
+// tokenizer and chat template) packs several samples into each row, with position_ids that
+// restart and document_ids that keep attention inside each sample. Cut over 2 and 4 ranks
+// (Ulysses' pieces, or the ring's chunks from both ends), the document masks span the parts'
+// edges and the loss skips the unlabelled positions; 20 steps match one process. Skipped (exit
+// code 77) without ../shared/tokenizers/qwen3.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
@@ -33,7 +34,7 @@ std::string write_dialogues(const fs::path& dir) {
 
 }  // namespace
 
-TEST_CASE("packed rows with document masks, cut over 2 and 4 ranks, give one process's run") {
+TEST_CASE("packed rows with document masks, cut over 2 and 4 ranks either way, give one process's run") {
   const fs::path dir = loom_test::tmp_dir("sp-packed");
   const std::string vocab = "vocab_size = 151669\n";
   const std::string model = "[model]\nuse = \"llama\"\nn_layer = 2\nn_head = 4\nn_kv_head = 4\nn_embd = 32\n"
@@ -49,6 +50,8 @@ TEST_CASE("packed rows with document masks, cut over 2 and 4 ranks, give one pro
   const Logged one = train(m, "w1", {1});
   check_same_run(one, train(m, "s2", {2, 1, 2}));
   check_same_run(one, train(m, "s4", {4, 1, 4}));
+  check_same_run(one, train(m, "c2", {2, 1, 1, 2}));
+  check_same_run(one, train(m, "c4", {4, 1, 1, 4}));
 }
 
 int main(int argc, char** argv) {

@@ -45,25 +45,13 @@ TEST_CASE("one SGD step with rows cut in two changes every weight as one process
   const fs::path dir = loom_test::tmp_dir("sp-gradients");
   // With Qwen3's per-head norms, which see each head's whole rows after the exchange.
   const std::string m = manifest(dir, kLlama + "qk_norm = true\n", "sgd", 1.0);
-  const std::string one_step = " --set run.steps=1 --set checkpoint.every=1";
-  train_steps(m, "start", {1}, one_step + " --set optimizer.lr=0.0");
-  train_steps(m, "g1", {1}, one_step);
-  train_steps(m, "g2", {2, 1, 2}, one_step);
-  const auto start = loom_dist_test::weights(dir / "start" / "checkpoints" / "step-1");
-  // lr 1, no clipping: the change of each weight is minus its gradient.
-  const auto one = minus(start, loom_dist_test::weights(dir / "g1" / "checkpoints" / "step-1"));
-  CHECK(one.at("model/model.layers.0.self_attn.q_proj.weight").norm().item<double>() > 1e-4);  // it did train
-  check_tensors_close(one, minus(start, loom_dist_test::weights(dir / "g2" / "checkpoints" / "step-1")), 1e-5);
+  check_one_step_changes(m, {2, 1, 2}, "model/model.layers.0.self_attn.q_proj.weight");
 }
 
 TEST_CASE("hf_causal_lm on a Mistral folder with a 5-position sliding window: rows cut in two give one process's run") {
   // The window crosses the pieces' edge (8 positions each); transformers writes the folder.
   const fs::path dir = loom_test::tmp_dir("sp-window");
-  const fs::path folder = dir / "mistral";
-  const auto written = loom_test::run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR +
-                                            "/tests/hf_models/transformers_reference.py write --arch mistral_window "
-                                            "--out " + folder.string() + " --seed 3");
-  REQUIRE_MESSAGE(written.code == 0, written.err);
+  const fs::path folder = write_mistral_window(dir);
   const std::string m = manifest(dir, "[model]\nuse = \"hf_causal_lm\"\nfrom = \"" + folder.string() + "\"\nseq_len = 16\n");
   const std::string vocab = " --set data.vocab_size=64";
   check_same_run(train(m, "w1", {1}, vocab), train(m, "s2", {2, 1, 2}, vocab));
@@ -72,26 +60,10 @@ TEST_CASE("hf_causal_lm on a Mistral folder with a 5-position sliding window: ro
 TEST_CASE("evaluation cuts its rows too: the same eval_loss and eval_tokens as one process") {
   const fs::path dir = loom_test::tmp_dir("sp-eval");
   const std::string m = manifest(dir, kLlama);
-  std::ofstream(m, std::ios::app) << "[eval_data]\nuse = \"synthetic\"\nseq_len = 16\nbatch_size = 4\nmax_batches = 2\n"
-                                     "[[hooks]]\nuse = \"eval\"\nevery = 10\n";
-  const auto evaluations = [&](const std::string& name) {
-    std::vector<std::pair<double, double>> out;  // (eval_loss, eval_tokens)
-    std::istringstream in(loom_test::read_file(dir / name / "metrics.jsonl"));
-    for (std::string line; std::getline(in, line);) {
-      const auto record = nlohmann::json::parse(line);
-      if (record.contains("eval_loss")) out.emplace_back(record.at("eval_loss"), record.at("eval_tokens"));
-    }
-    return out;
-  };
+  std::ofstream(m, std::ios::app) << kEvalEvery10;
   train_steps(m, "e1", {1}, "");
   train_steps(m, "e2", {2, 1, 2}, "");
-  const auto one = evaluations("e1"), two = evaluations("e2");
-  REQUIRE(one.size() == 2);  // steps 10 and 20
-  REQUIRE(two.size() == one.size());
-  for (size_t i = 0; i < one.size(); ++i) {
-    CHECK(std::abs(two[i].first - one[i].first) <= 1e-5 * one[i].first);
-    CHECK(two[i].second == one[i].second);  // 2 batches x 4 rows x 16 positions, each counted once
-  }
+  check_same_evaluations(dir / "e1", dir / "e2");
 }
 
 TEST_CASE("a sequence-parallel checkpoint resumes bit for bit on its layout and within 1e-5 on any other") {

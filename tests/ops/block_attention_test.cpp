@@ -112,3 +112,76 @@ TEST_CASE("block attention: float32 inputs within float rounding of the double r
   CHECK_THROWS_AS(loom_ops::attend_block(f32(in.q), f32(in.k).narrow(1, 0, 1).repeat({1, 3, 1, 1}), f32(in.v), {}, 1.0),
                   std::invalid_argument);
 }
+
+namespace {
+
+// The merged attention of q's rows over the keys cut into `blocks` (position lists) with the
+// pair's forward, then each block's gradients from the merged result; against autograd through
+// softmax over every key at once. dtype: the inputs'; tolerance: relative to the largest value.
+void check_pair(at::ScalarType dtype, const std::vector<std::vector<int64_t>>& blocks, double tolerance,
+                bool use_reference_backward) {
+  const Inputs in = inputs();
+  const at::Tensor all = at::arange(L, at::kLong);
+  const auto cast = [&](const at::Tensor& t) { return t.detach().to(dtype); };
+  const at::Tensor q = cast(in.q), k = cast(in.k), v = cast(in.v);
+  loom_ops::BlockAttention merged;
+  std::vector<loom_ops::BlockMask> masks;
+  for (const std::vector<int64_t>& block : blocks) {
+    const at::Tensor cols = at::tensor(block, at::kLong);
+    // A block at the queries' own positions takes the kernels' causal flag; any other, a bias.
+    const bool own = block.size() == size_t(L) && block.front() == 0;
+    masks.push_back(own ? loom_ops::BlockMask{true, {}} : loom_ops::BlockMask{false, causal(all, cols)});
+    const loom_ops::BlockAttention part =
+        loom_ops::attend_block_forward(q, k.index_select(2, cols), v.index_select(2, cols), masks.back(), kScale);
+    merged = merged.out.defined() ? loom_ops::merge_blocks(merged, part) : part;
+  }
+  const at::Tensor want = loom_ops::reference::attention(in.q, in.k, in.v, causal(all, all), kScale);
+  CHECK(largest_error(merged.out, want) < tolerance);
+  const at::Tensor up = at::randn_like(want);
+  const auto want_grads = torch::autograd::grad({(want * up).sum()}, {in.q, in.k, in.v});
+  at::Tensor dq = at::zeros_like(want), dk = at::zeros_like(in.k), dv = at::zeros_like(in.v);
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const at::Tensor cols = at::tensor(blocks[b], at::kLong);
+    const auto backward = use_reference_backward ? loom_ops::reference::attend_block_backward
+                                                 : loom_ops::attend_block_backward;
+    const loom_ops::BlockGradients g = backward(cast(up), q, k.index_select(2, cols), v.index_select(2, cols),
+                                                masks[b], kScale, merged);
+    dq += g.q.to(at::kDouble);
+    dk.index_add_(2, cols, g.k.to(at::kDouble));
+    dv.index_add_(2, cols, g.v.to(at::kDouble));
+  }
+  CHECK(largest_error(dq, want_grads[0]) < tolerance);
+  CHECK(largest_error(dk, want_grads[1]) < tolerance);
+  CHECK(largest_error(dv, want_grads[2]) < tolerance);
+}
+
+}  // namespace
+
+TEST_CASE("block attention without autograd: the fused CPU pair and the arithmetic give softmax's values and gradients") {
+  const std::vector<std::vector<int64_t>> ring = {{8, 9, 10, 11, 12, 13, 14, 15}, {0, 1, 2, 3, 4, 5, 6, 7}};
+  std::vector<int64_t> every(L);
+  for (int64_t i = 0; i < L; ++i) every[size_t(i)] = i;
+  for (const bool reference : {false, true}) {
+    CAPTURE(reference);
+    check_pair(at::kDouble, ring, 1e-12, reference);
+    check_pair(at::kDouble, {every}, 1e-12, reference);  // one causal block
+    check_pair(at::kFloat, ring, 1e-5, reference);
+  }
+  check_pair(at::kBFloat16, ring, 3e-2, false);  // LibTorch's bf16 kernel: 8 bits of mantissa
+}
+
+TEST_CASE("block attention without autograd: a row a bias hides from every key is lse -inf, out 0, no gradient") {
+  const Inputs in = inputs();
+  const auto f32 = [](const at::Tensor& t) { return t.detach().to(at::kFloat); };
+  const at::Tensor rows = at::arange(4, at::kLong), cols = at::arange(8, 12, at::kLong);
+  const at::Tensor q = f32(in.q).index_select(2, rows), k = f32(in.k).index_select(2, cols),
+                   v = f32(in.v).index_select(2, cols);
+  const loom_ops::BlockMask hidden{false, causal(rows, cols).to(at::kFloat)};
+  const loom_ops::BlockAttention none = loom_ops::attend_block_forward(q, k, v, hidden, kScale);
+  CHECK(at::isinf(none.lse).all().item<bool>());
+  CHECK(none.out.abs().max().item<double>() == 0.0);
+  const loom_ops::BlockGradients g = loom_ops::attend_block_backward(at::ones_like(q), q, k, v, hidden, kScale, none);
+  for (const at::Tensor& t : {g.q, g.k, g.v}) CHECK(t.abs().max().item<double>() == 0.0);
+  CHECK_THROWS_AS(loom_ops::attend_block_forward(q, k.narrow(2, 0, 3), v.narrow(2, 0, 3), {true, {}}, kScale),
+                  std::invalid_argument);  // a causal block is square
+}

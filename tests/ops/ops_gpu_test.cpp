@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <loom_ops/block_attention.hpp>
 #include <loom_ops/chunked_loss.hpp>
 #include <loom_ops/fused_adamw.hpp>
 #include <loom_ops/gelu_tanh.hpp>
@@ -90,6 +91,32 @@ TEST_CASE("the ops' entry points on CUDA: the reference's numbers") {
   const loom_ops::Rope on_gpu(32, 16, 10000.0, kCuda.device()), on_cpu(32, 16, 10000.0, at::kCPU);
   const at::Tensor q = at::randn({2, 4, 9, 16}, kCuda);
   CHECK(largest_error(on_gpu.apply(q), on_cpu.apply(q.cpu())) < 1e-6);
+
+  // Ring attention's blocks: two causal halves of the keys merged, against all keys at once.
+  const at::Tensor bq = at::randn({2, 4, 12, 16}, kCuda), bk = at::randn({2, 2, 12, 16}, kCuda),
+                   bv = at::randn({2, 2, 12, 16}, kCuda);
+  const at::Tensor causal = at::zeros({12, 12}, kCuda).masked_fill(at::ones({12, 12}, kCuda).triu(1).to(at::kBool), -INFINITY);
+  const auto half = [&](int64_t from) {
+    return loom_ops::attend_block(bq, bk.narrow(2, from, 6), bv.narrow(2, from, 6), causal.narrow(1, from, 6), 0.25);
+  };
+  const at::Tensor merged = loom_ops::merge_blocks(half(6), half(0)).out;
+  CHECK(largest_error(merged, loom_ops::reference::attention(bq.cpu().to(at::kDouble), bk.cpu().to(at::kDouble),
+                                                             bv.cpu().to(at::kDouble), causal.cpu().to(at::kDouble),
+                                                             0.25)) < 1e-5);
+  // The block pair without autograd (CUDA: the arithmetic from the scores) against the CPU's
+  // fused flash kernels, on one causal block: values, log-sum-exp and gradients.
+  const loom_ops::BlockMask own{true, {}};
+  const loom_ops::BlockAttention on_cuda = loom_ops::attend_block_forward(bq, bk, bv, own, 0.25),
+                                 on_host = loom_ops::attend_block_forward(bq.cpu(), bk.cpu(), bv.cpu(), own, 0.25);
+  CHECK(largest_error(on_cuda.out, on_host.out) < 1e-5);
+  CHECK(largest_error(on_cuda.lse, on_host.lse) < 1e-5);
+  const at::Tensor up = at::randn_like(bq);
+  const loom_ops::BlockGradients cuda_grads = loom_ops::attend_block_backward(up, bq, bk, bv, own, 0.25, on_cuda),
+                                 host_grads = loom_ops::attend_block_backward(up.cpu(), bq.cpu(), bk.cpu(), bv.cpu(),
+                                                                              own, 0.25, on_host);
+  CHECK(largest_error(cuda_grads.q, host_grads.q) < 1e-4);
+  CHECK(largest_error(cuda_grads.k, host_grads.k) < 1e-4);
+  CHECK(largest_error(cuda_grads.v, host_grads.v) < 1e-4);
 
   // AdamW through LibTorch's fused CUDA kernel against the eight tensor ops.
   const at::Tensor p0 = at::randn({100'003}, kCuda), mask = (at::rand({100'003}, kCuda) < 0.7).to(at::kFloat);

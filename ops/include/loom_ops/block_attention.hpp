@@ -31,11 +31,43 @@ BlockAttention attend_block(const at::Tensor& q, const at::Tensor& k, const at::
 // The attention over the keys of a and b together, from a and b.
 BlockAttention merge_blocks(const BlockAttention& a, const BlockAttention& b);
 
+// Which keys of a block each query sees, for the pair below: every key; causal, for a block of
+// the queries' own positions (key i seen by query t when i <= t, the block square); or an
+// additive bias broadcastable to (B, H, T, S), -inf where hidden.
+struct BlockMask {
+  bool causal = false;
+  at::Tensor bias;  // undefined: none
+};
+
+// One block's forward and backward without autograd, for a caller that runs its own backward
+// over many blocks (ring attention, whose merged result only it holds). On the CPU both go
+// through LibTorch's fused flash-attention kernels, which keep no (T, S) scores; elsewhere through
+// attend_block's arithmetic. Forward: as attend_block (rows that see no key: lse -inf, out 0).
+BlockAttention attend_block_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    const BlockMask& mask, double scale);
+
+struct BlockGradients {
+  at::Tensor q, k, v;  // of q's, k's and v's shapes and dtypes
+};
+
+// The gradients through this block of the rows' attention over every block, given that merged
+// attention (all: merge_blocks' out and lse over all the blocks) and its gradient grad_out: flash
+// attention's backward (Dao et al. 2022) with the merged lse in place of the block's own, so that
+// the blocks' gradients sum to the whole attention's.
+BlockGradients attend_block_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                                     const at::Tensor& v, const BlockMask& mask, double scale,
+                                     const BlockAttention& all);
+
 namespace reference {
 // softmax(q k^T * scale + bias) v over all keys at once (LibTorch's math), fp32 out: what
 // attend_block over any split of the keys, merged, must give.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
                      double scale);
+// attend_block_backward's arithmetic from the (T, S) scores, in fp32 (double for double):
+// what devices without the fused kernels run, and what the CPU's kernels must give.
+BlockGradients attend_block_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                                     const at::Tensor& v, const BlockMask& mask, double scale,
+                                     const BlockAttention& all);
 }  // namespace reference
 
 }  // namespace loom_ops

@@ -38,6 +38,9 @@
  * 1.15 loom_model_vtable.attributes (loom_model_attributes): what a model instance handles
  *      (sequence and expert parallelism, and what comes next) in one struct that grows with
  *      the ABI; the 1.11 and 1.12 callbacks are read only from plugins without it.
+ * 1.16 context parallelism: loom_context.context_parallel_rank/_size,
+ *      LOOM_COLLECTIVE_RING_SHIFT, LOOM_COLLECTIVE_GROUP_CONTEXT,
+ *      loom_model_attributes.context_parallel.
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -73,7 +76,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 15
+#define LOOM_ABI_MINOR 16
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"
@@ -200,6 +203,15 @@ typedef struct loom_context {
      tables; a host older than 1.14 leaves both 0: read 0 as 1. */
   int32_t sparse_shard_rank;
   int32_t sparse_shard_size;
+  /* (ABI 1.16) Models only: this rank's place in its context-parallel group ([distributed]
+     context_parallel = C; ring attention, loom/context_parallel.hpp). Rows of L positions are
+     cut into 2C chunks of L/(2C) and rank r gets chunks r and 2C-1-r, side by side (one from
+     each end, so every rank has the same causal work), every batch field cut the same way. A
+     model that says it handles this (loom_model_attributes.context_parallel) passes its keys
+     and values around the group (LOOM_COLLECTIVE_RING_SHIFT) and gives each token its place in
+     the whole row. size 1 (and rank 0) without it; a host older than 1.16 leaves both 0. */
+  int32_t context_parallel_rank;
+  int32_t context_parallel_size;
 } loom_context;
 
 /* (ABI 1.8) Low-rank adapters (LoRA, Hu et al. 2021) a model adds to its linear layers: a layer
@@ -323,6 +335,7 @@ LOOM_ABI_OFFSET_BYTES(loom_context, tensor_parallel_size, 68);
 LOOM_ABI_OFFSET_BYTES(loom_context, sequence_parallel_size, 76);
 LOOM_ABI_OFFSET_BYTES(loom_context, expert_parallel_size, 84);
 LOOM_ABI_OFFSET_BYTES(loom_context, sparse_shard_size, 92);
+LOOM_ABI_OFFSET_BYTES(loom_context, context_parallel_size, 100);
 LOOM_ABI_OFFSET(loom_adapter_spec, rank, 3);
 LOOM_ABI_OFFSET(loom_byte_writer, write, 2);
 

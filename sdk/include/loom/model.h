@@ -96,7 +96,11 @@ typedef enum loom_collective_op {
                                          in rank order (inputs of equal shape) */
   /* (ABI 1.11) input: dim 0 cut into group-size equal chunks, chunk j for rank j; output: the
      same shape, chunk i the one rank i sent to this rank */
-  LOOM_COLLECTIVE_ALL_TO_ALL = 3
+  LOOM_COLLECTIVE_ALL_TO_ALL = 3,
+  /* (ABI 1.16) input goes to the next rank of the group (rank + 1, the last to 0); output: the
+     input of the previous rank (rank - 1, 0 gets the last's), of the same shape on every rank.
+     One step of a ring: C - 1 of them show every rank every other rank's input. */
+  LOOM_COLLECTIVE_RING_SHIFT = 4
 } loom_collective_op;
 
 /* (ABI 1.11) Which of the model's groups a collective spans. */
@@ -104,7 +108,8 @@ typedef enum loom_collective_group {
   LOOM_COLLECTIVE_GROUP_TENSOR = 0,  /* loom_context.tensor_parallel_size ranks */
   LOOM_COLLECTIVE_GROUP_SEQUENCE = 1, /* loom_context.sequence_parallel_size ranks */
   LOOM_COLLECTIVE_GROUP_EXPERT = 2,   /* (ABI 1.12) loom_context.expert_parallel_size ranks */
-  LOOM_COLLECTIVE_GROUP_SPARSE = 3    /* (ABI 1.14) loom_context.sparse_shard_size ranks */
+  LOOM_COLLECTIVE_GROUP_SPARSE = 3,   /* (ABI 1.14) loom_context.sparse_shard_size ranks */
+  LOOM_COLLECTIVE_GROUP_CONTEXT = 4   /* (ABI 1.16) loom_context.context_parallel_size ranks */
 } loom_collective_group;
 
 typedef struct loom_collective_args {
@@ -214,6 +219,11 @@ typedef struct loom_model_attributes {
      its mixture-of-experts layers compute only this rank's experts, for the tokens of every
      rank of the group. 0: the host refuses [distributed] expert_parallel > 1 for it. */
   int32_t expert_parallel;
+  /* (ABI 1.16) Nonzero: this instance handles context parallelism (loom_context.
+     context_parallel_size > 1): its forward takes two chunks of each row and attends over the
+     whole row by passing keys and values around the context group (ring attention). 0 or
+     absent: the host refuses [distributed] context_parallel > 1 for it. */
+  int32_t context_parallel;
 } loom_model_attributes;
 
 typedef struct loom_model_vtable {

@@ -116,6 +116,11 @@ class Model {
   // computed by the ranks of the expert group, tokens exchanged through loom/expert_parallel.hpp.
   // The host refuses expert parallelism otherwise.
   virtual bool expert_parallel() const { return false; }
+  // (ABI 1.16) Whether this instance handles [distributed] context_parallel > 1: loss_sum
+  // then gets chunks r and 2C-1-r of every row (r = ctx.context_parallel_rank) and must attend
+  // across the whole row by passing keys and values around the group (loom/context_parallel.hpp).
+  // The host refuses context parallelism otherwise.
+  virtual bool context_parallel() const { return false; }
 
  protected:
   // Registers a parameter (in a fixed order) and returns a handle sharing its storage. The
@@ -368,6 +373,8 @@ struct ModelGlue {
       const Model& model = detail::self<Model>(m);
       if (LOOM_STRUCT_HAS(out, loom_model_attributes, sequence_parallel))
         out->sequence_parallel = model.sequence_parallel() ? 1 : 0;
+      if (LOOM_STRUCT_HAS(out, loom_model_attributes, context_parallel))
+        out->context_parallel = model.context_parallel() ? 1 : 0;
       if (LOOM_STRUCT_HAS(out, loom_model_attributes, expert_parallel))
         out->expert_parallel = model.expert_parallel() ? 1 : 0;
     });

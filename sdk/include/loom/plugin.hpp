@@ -146,6 +146,8 @@ struct Context {
   int32_t expert_parallel_rank = 0, expert_parallel_size = 1;
   // Models only (ABI 1.14): this rank's place among the ranks splitting sparse tables by rows.
   int32_t sparse_shard_rank = 0, sparse_shard_size = 1;
+  // Models only (ABI 1.16): this rank's place in its context-parallel group; size 1 without.
+  int32_t context_parallel_rank = 0, context_parallel_size = 1;
 
   explicit Context(const loom_context* in) {
     const loom_context c = read_in(in);
@@ -167,6 +169,10 @@ struct Context {
     if (c.expert_parallel_size > 1) {  // 0 from a host older than 1.12 (read_in)
       expert_parallel_rank = c.expert_parallel_rank;
       expert_parallel_size = c.expert_parallel_size;
+    }
+    if (c.context_parallel_size > 1) {  // 0 from a host older than 1.16 (read_in)
+      context_parallel_rank = c.context_parallel_rank;
+      context_parallel_size = c.context_parallel_size;
     }
     if (c.sparse_shard_size > 1) {  // 0 from a host older than 1.14 (read_in)
       sparse_shard_rank = c.sparse_shard_rank;

@@ -33,7 +33,6 @@
 
 namespace loom_gpt {
 
-namespace sp = loom::sequence_parallel;
 namespace tp = loom::tensor_parallel;
 namespace {
 
@@ -79,6 +78,7 @@ class GptModel : public CausalLm {
                        s_.dropout);
     set_tensor_parallel(tp_);
     set_sequence_parallel(loom::sequence_parallel::Group(ctx), s_.component, s_.n_head / tp_.size, s_.dropout);
+    set_context_parallel(loom::context_parallel::Group(ctx), s_.component, s_.dropout);
     const int64_t V = s_.vocab_size, C = s_.n_embd, F = s_.n_inner, L = s_.n_layer;
     // Own generator: initialization depends on the run seed only, not on what ran before.
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(s_.seed);
@@ -183,7 +183,7 @@ class GptModel : public CausalLm {
   at::Tensor attention(const Block& b, size_t index, const at::Tensor& x, const Layout& layout) const {
     const at::Tensor packed = conv1d(tp::enter(x, tp_), b.c_attn, b.c_attn_b, training_);  // (B, T, 3C/T)
     // The CPU kernel attends within the rows it is given: not for pieces of rows.
-    const bool whole_rows_here = !layout.cache && !sequence_group().split();
+    const bool whole_rows_here = !layout.cache && !takes_parts_of_rows();
     const at::Tensor merged = whole_rows_here && loom_ops::packed_attention_applies(packed, layout.mask, s_.dropout, training_)
                                   ? loom_ops::packed_causal_attention(packed, s_.n_head / tp_.size, layout.mask)  // CPU training: no copies
                                   : split_heads_attention(packed, index, layout);
@@ -200,12 +200,8 @@ class GptModel : public CausalLm {
     at::Tensor k = qkv[1].view({B, T, H, D}).transpose(1, 2);                             // (B, H, T, D)
     at::Tensor v = qkv[2].view({B, T, H, D}).transpose(1, 2);                             // (B, H, T, D)
     if (layout.cache) std::tie(k, v) = layout.cache->append(index, k, v);                 // (B, H, S, D) each
-    // Under sequence parallelism T is this rank's piece: attention runs over whole rows of
-    // H / seq_.size heads (loom/sequence_parallel.hpp).
-    const sp::Group& seq = sequence_group();
-    const at::Tensor whole = causal_attention(sp::whole_rows(q, seq), sp::whole_rows(k, seq), sp::whole_rows(v, seq),
-                                              layout.mask, s_.dropout, training_);
-    const at::Tensor y = sp::pieces_of_rows(whole, seq);                                 // (B, H, T, D)
+    // Under sequence or context parallelism T is this rank's part of each row (causal_lm.hpp).
+    const at::Tensor y = whole_row_attention(q, k, v, layout, s_.dropout, training_);   // (B, H, T, D)
     return y.transpose(1, 2).reshape({B, T, C});                                          // (B, T, C)
   }
 

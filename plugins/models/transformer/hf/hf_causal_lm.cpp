@@ -114,6 +114,7 @@ class HfCausalLm final : public loom::Model {
   void set_training(bool training) override { inner_->set_training(training); }
   double flops_per_token() const override { return inner_->flops_per_token(); }
   bool sequence_parallel() const override { return inner_->sequence_parallel(); }
+  bool context_parallel() const override { return inner_->context_parallel(); }
   bool expert_parallel() const override { return inner_->expert_parallel(); }
 
   // The source folder's own config.json (every field it had), its generation config and

@@ -12,8 +12,10 @@
 
 #include <string>
 
+#include "layers/attention.hpp"
 #include "layers/model_common.hpp"
 #include "layers/packing.hpp"
+#include "layers/ring_attention.hpp"
 
 namespace loom_gpt {
 
@@ -21,7 +23,7 @@ class CausalLm : public loom::Model {
  public:
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
     check(inputs, targets);
-    const at::Tensor positions = seq_.split() ? piece_positions(inputs, seq_) : at::Tensor();
+    const at::Tensor positions = seq_.split() || ring_.split() ? piece_positions(inputs, seq_, ring_) : at::Tensor();
     return with_extra(head_loss(hidden(inputs, {positions, mask_}), targets), targets, at::Tensor());
   }
 
@@ -75,6 +77,7 @@ class CausalLm : public loom::Model {
   }
 
   bool sequence_parallel() const override { return seq_.split(); }
+  bool context_parallel() const override { return ring_.split(); }
 
   // Parameters of the whole model that other ranks hold (experts placed on other ranks of the
   // expert-parallel group): a folder's tensors of these names are theirs to load.
@@ -99,6 +102,36 @@ class CausalLm : public loom::Model {
     seq_ = group;
   }
   const loom::sequence_parallel::Group& sequence_group() const { return seq_; }
+  // A model whose attention goes through whole_row_attention() calls this: under context
+  // parallelism its loss_sum takes two chunks of each row (loom/context_parallel.hpp). dropout is
+  // refused as for sequence parallelism. Throws loom::Error naming the component.
+  void set_context_parallel(const loom::context_parallel::Group& group, const std::string& component, double dropout) {
+    if (!group.split()) return;
+    require(dropout == 0.0, component + ": dropout = " + std::to_string(dropout) +
+                                " with [distributed] context_parallel > 1 would draw the same masks on every rank's "
+                                "chunks; set dropout = 0 (context-parallel dropout is not built yet)");
+    ring_ = group;
+  }
+  // Causal attention of this rank's positions over whole rows: as they are in one process; over
+  // the sequence group, for 1/S of the heads after an all-to-all (key/value heads that S does not
+  // divide repeated for their queries first, as DeepSpeed-Ulysses does, so every rank receives
+  // the ones its queries read); or over the context group's ring (ring_attention.hpp).
+  // q: (B, H, T, D); k, v: (B, K, S, D); returns (B, H, T, D).
+  at::Tensor whole_row_attention(const at::Tensor& q, at::Tensor k, at::Tensor v, const Layout& layout,
+                                 double dropout, bool training, int64_t window = 0) const {
+    if (ring_.split()) return ring_attention(q, k, v, ring_, layout.documents, window);
+    namespace sp = loom::sequence_parallel;
+    const int64_t H = q.size(1), K = k.size(1);
+    if (seq_.split() && K % seq_.size != 0) {
+      k = k.repeat_interleave(H / K, 1);  // (B, H, S, D): query head h reads key/value head h / (H/K)
+      v = v.repeat_interleave(H / K, 1);
+    }
+    const at::Tensor whole = causal_attention(sp::whole_rows(q, seq_), sp::whole_rows(k, seq_), sp::whole_rows(v, seq_),
+                                              layout.mask, dropout, training, window);
+    return sp::pieces_of_rows(whole, seq_);
+  }
+  // Whether this rank holds part of each row (sequence or context parallelism).
+  bool takes_parts_of_rows() const { return seq_.split() || ring_.split(); }
   // Under tensor parallelism the output layer holds V/T of the vocabulary (head_weight() is
   // that piece): the loss is computed without gathering the logits, and logits are gathered.
   void set_tensor_parallel(const loom::tensor_parallel::Group& group) { tp_ = group; }
@@ -132,7 +165,7 @@ class CausalLm : public loom::Model {
 
  private:
   Layout layout(const loom::BatchFields& batch) const {
-    return layout_of(batch, mask_, seq_len_, component_.c_str(), seq_);
+    return layout_of(batch, mask_, seq_len_, component_.c_str(), seq_, ring_);
   }
 
   at::Tensor with_extra(const at::Tensor& token_loss_sum, const at::Tensor& targets, const at::Tensor& mask) {
@@ -142,9 +175,10 @@ class CausalLm : public loom::Model {
 
   // Logits and generation see whole rows, in one process: no pieces.
   void refuse_pieces(const char* call) const {
-    if (seq_.split())
-      throw loom::Error(component_ + ": " + call + " under [distributed] sequence_parallel > 1 is not supported; "
-                        "run it in one process");
+    if (takes_parts_of_rows())
+      throw loom::Error(component_ + ": " + call + " under [distributed] " +
+                        (ring_.split() ? "context_parallel" : "sequence_parallel") + " > 1 is not supported; run it "
+                        "in one process");
   }
 
   // The output layer and the token loss sum: hidden (..., C), targets (...). Logits that fit in
@@ -165,12 +199,14 @@ class CausalLm : public loom::Model {
   }
 
   // Training batches: on a GPU the ids are scanned once (a host sync), not every step. Under
-  // sequence parallelism the whole row is the pieces together.
+  // sequence or context parallelism the whole row is the parts together.
   void check(const at::Tensor& inputs, const at::Tensor& targets) {
-    if (seq_.split() && inputs.dim() == 2 && inputs.size(1) * seq_.size > seq_len_)
-      throw loom::Error(component_ + ": rows of " + std::to_string(inputs.size(1) * seq_.size) +
-                        " positions (sequence_parallel pieces of " + std::to_string(inputs.size(1)) +
-                        ") are longer than seq_len = " + std::to_string(seq_len_) + "; raise model.seq_len");
+    const int64_t parts = seq_.size * ring_.size;  // one of them is 1
+    if (parts > 1 && inputs.dim() == 2 && inputs.size(1) * parts > seq_len_)
+      throw loom::Error(component_ + ": rows of " + std::to_string(inputs.size(1) * parts) + " positions (" +
+                        (ring_.split() ? "context_parallel chunks" : "sequence_parallel pieces") + " of " +
+                        std::to_string(inputs.size(1)) + ") are longer than seq_len = " + std::to_string(seq_len_) +
+                        "; raise model.seq_len");
     check_batch(component_.c_str(), inputs, targets, seq_len_, vocab_size_, !device_ids_scanned_);
     device_ids_scanned_ |= !inputs.is_cpu();
   }
@@ -182,6 +218,7 @@ class CausalLm : public loom::Model {
   bool device_ids_scanned_ = false;  // a training batch's ids were scanned on the GPU once
   loom::tensor_parallel::Group tp_;  // size 1: the whole vocabulary on this rank
   loom::sequence_parallel::Group seq_;  // size 1: whole rows (or a model that takes no pieces)
+  loom::context_parallel::Group ring_;  // size 1: no ring (or a model that takes no chunks)
 };
 
 }  // namespace loom_gpt

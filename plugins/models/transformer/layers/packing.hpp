@@ -7,6 +7,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <loom/context_parallel.hpp>
 #include <loom/model.hpp>
 #include <loom/sequence_parallel.hpp>
 
@@ -25,21 +26,28 @@ struct Layout {
                          // mask (undefined: made where needed, attention.hpp), or (B, T, T)
                          // when documents are packed
   KvCache* cache = nullptr;  // decoding (CausalLm::decode): each layer's keys and values so far
+  // Under context parallelism (ring_attention.hpp): the document_ids of whole rows (B, L), or
+  // undefined when documents are not packed; the mask is then not read.
+  at::Tensor documents;
 };
 
 // Under sequence parallelism (loom/sequence_parallel.hpp) the batch holds this rank's piece of
 // every row: its positions are the piece's (undefined ones are made), and the mask spans whole
-// rows, as attention does once the heads are exchanged.
-inline at::Tensor piece_positions(const at::Tensor& inputs, const loom::sequence_parallel::Group& seq) {
+// rows, as attention does once the heads are exchanged. Under context parallelism
+// (loom/context_parallel.hpp) it holds two chunks, and the positions are theirs.
+inline at::Tensor piece_positions(const at::Tensor& inputs, const loom::sequence_parallel::Group& seq,
+                                  const loom::context_parallel::Group& ring = {}) {
   const int64_t B = inputs.size(0), T = inputs.size(1);
+  if (ring.split()) return ring.positions(T, inputs.device()).expand({B, T});
   return at::arange(seq.start(T), seq.start(T) + T, inputs.options().dtype(at::kLong)).expand({B, T});
 }
 
 // The layout the batch's fields ask for. causal: the model's (T_max, T_max) mask. Throws
 // loom::Error naming the component and the field when a field does not fit.
 inline Layout layout_of(const loom::BatchFields& batch, const at::Tensor& causal, int64_t seq_len,
-                        const char* component, const loom::sequence_parallel::Group& seq = {}) {
-  Layout out{seq.split() ? piece_positions(batch.input_ids, seq) : at::Tensor(), causal};
+                        const char* component, const loom::sequence_parallel::Group& seq = {},
+                        const loom::context_parallel::Group& ring = {}) {
+  Layout out{seq.split() || ring.split() ? piece_positions(batch.input_ids, seq, ring) : at::Tensor(), causal};
   const auto same_shape = [&](const char* field, const at::Tensor& t) {
     if (t.sizes() != batch.input_ids.sizes())
       throw loom::Error(std::string(component) + ": batch field " + field + " must have the shape of input_ids");
@@ -55,6 +63,10 @@ inline Layout layout_of(const loom::BatchFields& batch, const at::Tensor& causal
   if (batch.find("document_ids")) {
     const at::Tensor& piece = batch.require("document_ids", at::kLong, 2);
     same_shape("document_ids", piece);
+    if (ring.split()) {  // ring attention masks each block from whole rows of ids
+      out.documents = loom::context_parallel::gather_rows(piece, ring);
+      return out;
+    }
     const at::Tensor docs = loom::sequence_parallel::gather_rows(piece, seq);  // (B, T): whole rows
     const int64_t T = docs.size(1);
     const at::Tensor other_document = docs.unsqueeze(2).ne(docs.unsqueeze(1));  // (B, T, T)

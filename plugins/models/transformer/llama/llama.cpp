@@ -77,6 +77,7 @@ class LlamaModel : public CausalLm {
     ep_ = loom::expert_parallel::Group(ctx);
     // Key/value heads that S does not divide are repeated in attention, so only the queries count.
     set_sequence_parallel(sp::Group(ctx), s_.component, s_.n_head / tp_.size, s_.dropout);
+    set_context_parallel(loom::context_parallel::Group(ctx), s_.component, s_.dropout);
     const int64_t V = s_.vocab_size, C = s_.n_embd, H = s_.n_head, K = s_.n_kv_head, D = s_.head_dim,
                   F = s_.ffn_hidden, L = s_.n_layer;
     // Own generator: initialization depends on the run seed only, not on what ran before.
@@ -193,9 +194,9 @@ class LlamaModel : public CausalLm {
     const std::string& who = s_.component;
     require(!tp_.split(), who + ": a mixture of experts under [distributed] tensor_parallel > 1 is not built; "
                                 "use tensor_parallel = 1");
-    require(sp::Group(ctx).size <= 1, who + ": a mixture of experts under [distributed] sequence_parallel > 1 is "
-                                            "not built (the load-balancing loss would see one piece of each row); "
-                                            "use sequence_parallel = 1");
+    require(sp::Group(ctx).size <= 1 && ctx.context_parallel_size <= 1,
+            who + ": a mixture of experts under [distributed] sequence_parallel or context_parallel > 1 is not "
+                  "built (the load-balancing loss would see one part of each row); use them at 1");
     const int64_t ranks = ctx.expert_parallel_size;
     require(s_.moe.experts % ranks == 0, who + ": [distributed] expert_parallel = " + std::to_string(ranks) +
                                              " does not divide the " + std::to_string(s_.moe.experts) +
@@ -284,18 +285,8 @@ class LlamaModel : public CausalLm {
     k = rope_.apply(k, layout.positions);
     if (layout.cache) std::tie(k, v) = layout.cache->append(index, k, v);  // (B, K, S, D) each
     const int64_t window = s_.sliding_windows.empty() ? 0 : s_.sliding_windows[index];
-    // Under sequence parallelism T is this rank's piece of rows of L = seq.size * T: attention
-    // runs over whole rows for H / seq.size of the heads. With fewer key/value heads than the
-    // group has ranks, each is repeated for its queries first (as DeepSpeed-Ulysses does), so
-    // every rank receives the ones its queries read.
-    const sp::Group& seq = sequence_group();
-    if (seq.split() && K % seq.size != 0) {
-      k = k.repeat_interleave(H / K, 1);  // (B, H, T, D): query head h reads key/value head h / (H/K)
-      v = v.repeat_interleave(H / K, 1);
-    }
-    const at::Tensor whole = causal_attention(sp::whole_rows(q, seq), sp::whole_rows(k, seq),
-                                              sp::whole_rows(v, seq), layout.mask, s_.dropout, training_, window);
-    const at::Tensor y = sp::pieces_of_rows(whole, seq);                     // (B, H, T, D)
+    // Under sequence or context parallelism T is this rank's part of each row (causal_lm.hpp).
+    const at::Tensor y = whole_row_attention(q, k, v, layout, s_.dropout, training_, window);  // (B, H, T, D)
     const at::Tensor merged = y.transpose(1, 2).reshape({B, T, H * D});       // (B, T, H*D)
     return maybe_dropout(row_parallel(l.o_proj, merged, l.o_bias), s_.dropout, training_);
   }

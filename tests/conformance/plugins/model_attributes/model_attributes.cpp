@@ -1,4 +1,5 @@
-// model_attributes.cpp: two models that say they handle sequence, or expert, parallelism, built
+// model_attributes.cpp: models that say they handle sequence, or expert, parallelism (and, in
+// today's build only, one that says it handles context parallelism, ABI 1.16), built
 // twice (tests/conformance/CMakeLists.txt): as today's SDK registers them (ABI 1.15: the
 // `attributes` callback), and, with LOOM_TEST_ABI_1_14, as a plugin built for ABI 1.14 looks to
 // today's host: a model vtable that ends at expert_parallel, saying what each instance handles
@@ -18,10 +19,10 @@ namespace {
 #define ABI_NAME(what) "abi_1_15_" what "_model"
 #endif
 
-template <bool kSequence, bool kExperts>
+template <bool kSequence, bool kExperts, bool kContext = false>
 class Capable final : public loom::Model {
  public:
-  static constexpr const char* name = kSequence ? ABI_NAME("sequence") : ABI_NAME("expert");
+  static constexpr const char* name = kSequence ? ABI_NAME("sequence") : kExperts ? ABI_NAME("expert") : ABI_NAME("context");
   static constexpr const char* summary = "Conformance: a model that says what it handles.";
   Capable(const loom::Config&, const loom::Context& ctx) {
     w_ = add_param("w", at::zeros({4}, at::Device(ctx.device)));
@@ -31,6 +32,7 @@ class Capable final : public loom::Model {
   }
   bool sequence_parallel() const override { return kSequence; }
   bool expert_parallel() const override { return kExperts; }
+  bool context_parallel() const override { return kContext; }
 
  private:
   at::Tensor w_;
@@ -68,5 +70,6 @@ extern "C" LOOM_EXPORT const loom_plugin_info* loom_plugin_init(const loom_host_
   return &info;
 }
 #else
-LOOM_PLUGIN("abi_1_15_model", "0.1.0", loom::component<Capable<true, false>>(), loom::component<Capable<false, true>>())
+LOOM_PLUGIN("abi_1_15_model", "0.1.0", loom::component<Capable<true, false>>(), loom::component<Capable<false, true>>(),
+            loom::component<Capable<false, false, true>>())
 #endif
