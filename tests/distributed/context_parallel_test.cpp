@@ -22,7 +22,7 @@ Layout ring_of(int ranks, int ring, int tensor = 1) { return Layout{ranks, tenso
 
 }  // namespace
 
-TEST_CASE("rings of 2 and 4 (more ranks than key/value heads), with tensor parallel 2 and with data parallel 2, give one process's run") {
+TEST_CASE("rings of 2 and 4 (more ranks than key/value heads), with tensor parallel 2, data parallel 2 and recomputed blocks, give one process's run") {
   const fs::path dir = loom_test::tmp_dir("cp-equivalence");
   const std::string m = manifest(dir, kLlama);
   const Logged one = train(m, "w1", {1});
@@ -30,6 +30,8 @@ TEST_CASE("rings of 2 and 4 (more ranks than key/value heads), with tensor paral
   check_same_run(one, train(m, "c4", ring_of(4, 4)));
   check_same_run(one, train(m, "c2t2", ring_of(4, 2, 2)));
   check_same_run(one, train(m, "c2d2", ring_of(4, 2), " --set distributed.shard=gradients"));
+  // Recomputed blocks run the ring again inside backward, in the same order on every rank.
+  check_same_run(one, train(m, "c2-recompute", ring_of(2, 2), " --set model.activation_checkpointing=full"));
 }
 
 TEST_CASE("gpt (learned positions, GPT-2's fused q/k/v) over rings of 2 and 4 gives one process's run (SGD)") {

@@ -23,7 +23,7 @@ class CausalLm : public loom::Model {
  public:
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets) override {
     check(inputs, targets);
-    const at::Tensor positions = seq_.split() || ring_.split() ? piece_positions(inputs, seq_, ring_) : at::Tensor();
+    const at::Tensor positions = takes_parts_of_rows() ? piece_positions(inputs, seq_, ring_) : at::Tensor();
     return with_extra(head_loss(hidden(inputs, {positions, mask_}), targets), targets, at::Tensor());
   }
 
@@ -101,7 +101,6 @@ class CausalLm : public loom::Model {
                                 "piece; set dropout = 0 (sequence-parallel dropout is not built yet)");
     seq_ = group;
   }
-  const loom::sequence_parallel::Group& sequence_group() const { return seq_; }
   // A model whose attention goes through whole_row_attention() calls this: under context
   // parallelism its loss_sum takes two chunks of each row (loom/context_parallel.hpp). dropout is
   // refused as for sequence parallelism. Throws loom::Error naming the component.
