@@ -250,9 +250,10 @@ Batch DatasetInstance::next() {
 void DatasetInstance::cut(Batch& batch) const {
   const int64_t rows = batch.inputs.size(0), T = batch.inputs.size(1);
   const int64_t chunks = pieces_.balanced ? 2 * pieces_.count : pieces_.count;
-  const std::string option = "[distributed] " + std::string(pieces_.option()) + " = " + std::to_string(pieces_.count);
+  // Written only for a message: this runs for every batch.
+  const auto option = [&] { return "[distributed] " + std::string(pieces_.option()) + " = " + std::to_string(pieces_.count); };
   if (T % chunks != 0)
-    throw usage_failure(where() + ": rows of " + std::to_string(T) + " positions cannot be cut into " + option +
+    throw usage_failure(where() + ": rows of " + std::to_string(T) + " positions cannot be cut into " + option() +
                         (pieces_.balanced ? " x 2 equal chunks" : " equal pieces") + "; make seq_len (the data's and "
                         "the model's) a multiple of " + std::to_string(chunks));
   const int64_t chunk = T / chunks;
@@ -265,7 +266,7 @@ void DatasetInstance::cut(Batch& batch) const {
   for (auto& [name, field] : batch.fields) {
     if (field.dim() < 2 || field.size(0) != rows || field.size(1) != T)
       throw usage_failure(where() + ": batch field " + name + " is not shaped (batch, positions, ...) like input_ids, "
-                          "so it cannot be cut along the sequence for " + option + "; use " + pieces_.option() +
+                          "so it cannot be cut along the sequence for " + option() + "; use " + pieces_.option() +
                           " = 1 with this dataset");
     field = mine(field);
   }
