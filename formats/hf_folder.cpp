@@ -18,6 +18,9 @@ nlohmann::json read_json_object(const std::string& path) {
     const size_t at = std::min<size_t>(e.byte, text.size());
     const size_t line = 1 + size_t(std::count(text.begin(), text.begin() + long(at), '\n'));
     invalid("'" + path + "' line " + std::to_string(line) + " is not valid JSON: " + e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // The parser's other refusal: a number too large for a double (out_of_range 406).
+    invalid("'" + path + "' is not JSON Loom can read: " + e.what());
   }
 }
 

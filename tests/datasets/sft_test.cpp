@@ -230,6 +230,16 @@ TEST_CASE("sft: a bad line is named with file and line, or skipped and counted; 
     CHECK(e.code == LOOM_STATUS_CODE_INVALID_ARGUMENT);
     CHECK(std::string(e.what()).find("bad.jsonl line 2: not valid JSON") != std::string::npos);
   }
+  // A number too large for a double is nlohmann's other parse refusal (out_of_range, not parse_error).
+  std::ofstream(dir / "huge.jsonl") << R"({"prompt": "p", "completion": "c"})" << "\n"
+                                    << R"({"prompt": "p", "completion": "c", "weight": 1e99999})" << "\n";
+  try {
+    PluginDataset sft("sft", options((dir / "huge.jsonl").string(), dir / "cache", true, 64, 1));
+    FAIL("a number out of range must stop the run");
+  } catch (const CreateError& e) {
+    CHECK(e.code == LOOM_STATUS_CODE_INVALID_ARGUMENT);
+    CHECK_MESSAGE(std::string(e.what()).find("huge.jsonl line 2: not JSON Loom can read") != std::string::npos, e.what());
+  }
   auto skip = options(data, dir / "cache", true, 64, 1);
   skip.insert_or_assign("on_bad_line", "skip");
   PluginDataset sft("sft", skip);

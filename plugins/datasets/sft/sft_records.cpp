@@ -47,6 +47,8 @@ Record parse_record(const std::string& line, const RecordFormat& format, const s
     value = nlohmann::json::parse(line);
   } catch (const nlohmann::json::parse_error&) {
     throw BadLine(where + ": not valid JSON (each line must be one JSON object)");
+  } catch (const nlohmann::json::exception& e) {  // a number too large for a double (out_of_range 406)
+    throw BadLine(where + ": not JSON Loom can read (" + e.what() + ")");
   }
   if (!value.is_object()) throw BadLine(where + ": not a JSON object");
   Record r;
