@@ -77,6 +77,12 @@ loom_status* report_metric(void* user, const char* name_in, const loom_torch_ten
 
 ForwardResult ModelInstance::forward(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields,
                                      const std::string& batch_from) {
+  return forward_layers(inputs, targets, fields, LayerRange{}, batch_from);
+}
+
+ForwardResult ModelInstance::forward_layers(const at::Tensor& inputs, const at::Tensor& targets,
+                                            const BatchFields& fields, const LayerRange& range,
+                                            const std::string& batch_from) {
   ForwardResult out;
   const FieldViews views(fields);
   loom_model_forward_args args{};
@@ -89,10 +95,20 @@ ForwardResult ModelInstance::forward(const at::Tensor& inputs, const at::Tensor&
   args.units = handle(out.units);
   args.metrics = &out.metrics;
   args.report_metric = &report_metric;
+  args.layer_begin = range.begin;
+  args.layer_end = range.end;
+  args.hidden_in = handle(range.hidden_in);
+  args.hidden_out = handle(out.hidden_out);
   if (loom_status* status = vt_.forward(handle_, &args)) {
     if (fields.empty() || batch_from.empty()) check(status, "forward");
     throw runtime_failure(where() + ": forward failed: " + take_status_message(status) + " (the batch came from " +
                           batch_from + ")");
+  }
+  if (range.end >= 0 && !out.loss_sum.defined()) {  // a stage before the last
+    if (!out.hidden_out.defined())
+      throw runtime_failure(where() + ": forward of layers " + std::to_string(range.begin) + " .. " +
+                            std::to_string(range.end - 1) + " must assign hidden_out");
+    return out;
   }
   if (!out.loss_sum.defined() || out.loss_sum.numel() != 1)
     throw runtime_failure(where() + ": forward must assign a scalar loss sum");
@@ -121,6 +137,7 @@ ModelInstance::Attributes ModelInstance::attributes() const {
     out.sequence_parallel = raw.sequence_parallel != 0;
     out.expert_parallel = raw.expert_parallel != 0;
     out.context_parallel = raw.context_parallel != 0;  // 0 from a plugin built before 1.16
+    out.pipeline_layers = raw.pipeline_layers;          // 0 from a plugin built before 1.17
     return out;
   }
   // A plugin built for ABI 1.11 to 1.14: one callback per capability.

@@ -28,6 +28,7 @@ struct ForwardResult {
   at::Tensor loss_sum;                  // scalar: the sum of the per-unit losses
   at::Tensor units;                     // undefined unless the model reported its units
   std::vector<ReportedMetric> metrics;  // in the order reported
+  at::Tensor hidden_out;                // (ABI 1.17) a pipeline stage before the last: what it hands on
 };
 
 struct ModelParam {
@@ -58,6 +59,14 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
   // batch_from names the dataset ("[data] fields_data") in a failure, when the batch had fields.
   ForwardResult forward(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields = {},
                         const std::string& batch_from = "");
+  // (ABI 1.17) Layers begin .. end - 1 of attributes().pipeline_layers (a pipeline stage's), from
+  // hidden_in unless begin is 0: hidden_out when end is below the layers, else as forward().
+  struct LayerRange {
+    int64_t begin = 0, end = -1;
+    at::Tensor hidden_in;
+  };
+  ForwardResult forward_layers(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields,
+                               const LayerRange& range, const std::string& batch_from);
   // The loss sum alone.
   at::Tensor loss_sum(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields = {}) {
     return forward(inputs, targets, fields).loss_sum;
@@ -77,6 +86,7 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
     bool sequence_parallel = false;  // takes sequence pieces and attends across whole rows
     bool expert_parallel = false;    // computes its experts over the expert-parallel group
     bool context_parallel = false;   // (1.16) takes two chunks of rows, ring attention over the rest
+    int64_t pipeline_layers = 0;     // (1.17) layers it can be cut between into pipeline stages
   };
   Attributes attributes() const;
   bool handles_sequence_parallel() const { return attributes().sequence_parallel; }

@@ -47,6 +47,7 @@ struct RunContext {
   int32_t expert_parallel_rank = 0, expert_parallel_size = 1;  // the model's only (ABI 1.12)
   int32_t sparse_shard_rank = 0, sparse_shard_size = 1;        // the model's only (ABI 1.14)
   int32_t context_parallel_rank = 0, context_parallel_size = 1;  // the model's only (ABI 1.16)
+  int32_t pipeline_parallel_rank = 0, pipeline_parallel_size = 1;  // (ABI 1.17) the stage of this rank
 };
 
 template <class VTable, class Handle>
@@ -101,6 +102,8 @@ class Instance {
     context.expert_parallel_size = run_.expert_parallel_size;
     context.context_parallel_rank = run_.context_parallel_rank;
     context.context_parallel_size = run_.context_parallel_size;
+    context.pipeline_parallel_rank = run_.pipeline_parallel_rank;
+    context.pipeline_parallel_size = run_.pipeline_parallel_size;
     context.sparse_shard_rank = run_.sparse_shard_rank;
     context.sparse_shard_size = run_.sparse_shard_size;
     std::vector<const char*> targets;

@@ -262,6 +262,37 @@ const HostTable<DistributedSettings>& distributed_table() {
               "llama, gpt and hf_causal_lm (no mixture of experts); 2C must divide the rows' positions. Not yet "
               "with dropout. README \"Context parallelism\".",
               {at_least<int64_t>(1)}),
+       option("pipeline_parallel", &S::pipeline_parallel,
+              "Pipeline stages (GPipe, PipeDream-Flush): the model's layers are cut into P stages in order, "
+              "rank r of a pipeline computes stage r, and each micro-batch of the step ([run] grad_accum or "
+              "global_batch_size) flows through them, hidden states sent forward and their gradients back with "
+              "c10d point-to-point. The stages see the same batches; the loss, gradient norm and clipping are one "
+              "process's. Each stage holds the whole model in this version (only the computation and the "
+              "activations are cut), so checkpoints are one process's and resume at any P. The world size must be "
+              "a multiple of tensor_parallel x pipeline_parallel (x sequence_parallel); data parallelism (with "
+              "shard = \"optimizer\" or \"gradients\") runs over the rest. Models: gpt, llama and dense "
+              "hf_causal_lm; not with sequence_parallel, context_parallel, expert_parallel, shard = \"parameters\", "
+              "row-sharded tables or [eval_data]. README \"Pipeline parallelism\".",
+              {at_least<int64_t>(1)}),
+       option("pipeline_schedule", &S::pipeline_schedule,
+              "The order of each stage's forward and backward passes: \"gpipe\" (every forward, then every "
+              "backward: the stage holds every micro-batch's activations), \"1f1b\" (one forward, one backward "
+              "after a warm-up: the same bubble, (P-1)/(m+P-1) of the step, holding at most P - r micro-batches) or "
+              "\"interleaved_1f1b\" (pipeline_chunks chunks per stage: bubble (P-1)/(v m+P-1); the micro-batches "
+              "must be a multiple of P).",
+              {one_of({"gpipe", "1f1b", "interleaved_1f1b"})}),
+       option("pipeline_chunks", &S::pipeline_chunks,
+              "Model chunks per stage for pipeline_schedule = \"interleaved_1f1b\" (virtual stage c P + r on rank "
+              "r); 1 for the other schedules.",
+              {at_least<int64_t>(1)}),
+       option("pipeline_embedding_cost", &S::pipeline_embedding_cost,
+              "What the embedding weighs, in layers, when the layers are cut into stages (the first stage holds "
+              "it): the cut makes the slowest stage as fast as it can.",
+              {at_least<double>(0.0)}),
+       option("pipeline_head_cost", &S::pipeline_head_cost,
+              "What the output layer and the loss weigh, in layers, on the last stage (a large vocabulary's output "
+              "layer can weigh several layers).",
+              {at_least<double>(0.0)}),
        option("expert_parallel", &S::expert_parallel,
               "Data-parallel ranks per expert-parallel group (GShard's layout) for mixture-of-experts models: "
               "each reads its own batches and computes 1/E of every sparse layer's experts, for the tokens of "

@@ -250,6 +250,32 @@ void Communicator::ring_shift(const at::Tensor& input, at::Tensor& output) {
   });
 }
 
+void Communicator::start_send(const at::Tensor& t, int to, int tag) {
+  at::Tensor none;
+  LOOM_NCCL_OR(t, nccl_->send_recv(t.contiguous(), to, none, -1));
+  guarded("send", [&] {
+    std::vector<at::Tensor> sent{t.is_cuda() ? t.cpu() : t.contiguous()};
+    sends_.emplace_back(group_->send(sent, to, tag), sent.front());
+  });
+}
+
+void Communicator::wait_sends() {
+  guarded("send", [&] {
+    for (auto& [work, tensor] : sends_) work->wait();
+  });
+  sends_.clear();
+}
+
+void Communicator::receive(at::Tensor& t, int from, int tag) {
+  at::Tensor none;
+  LOOM_NCCL_OR(t, nccl_->send_recv(none, -1, t, from));
+  guarded("receive", [&] {
+    std::vector<at::Tensor> received{t.is_cuda() || !t.is_contiguous() ? at::empty(t.sizes(), t.options().device(at::kCPU)) : t};
+    group_->recv(received, from, tag)->wait();
+    if (!received.front().is_same(t)) t.copy_(received.front());
+  });
+}
+
 at::Tensor Communicator::allgather_rows(const at::Tensor& rows) {
   // Equal chunks: each rank pads its rows to the largest count; the counts say what is real.
   const int world = env_.world_size;

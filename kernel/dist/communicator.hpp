@@ -59,6 +59,14 @@ class Communicator {
   // input (contiguous) goes to rank + 1 (the last rank's to 0); output, of the same shape,
   // receives rank - 1's: one step of a ring, every rank sending and receiving at once.
   void ring_shift(const at::Tensor& input, at::Tensor& output);
+  // Point-to-point (a pipeline's activations and their gradients). start_send starts sending t
+  // to rank `to` under `tag` and keeps it until wait_sends(), which waits for every send started;
+  // receive fills t (of the shape and dtype sent) with what rank `from` sent under `tag`. Gloo
+  // matches by tag; NCCL (CUDA tensors) by the order of a pair's calls, so send in that order.
+  // CUDA tensors without NCCL travel through host memory.
+  void start_send(const at::Tensor& t, int to, int tag);
+  void wait_sends();
+  void receive(at::Tensor& t, int from, int tag);
   // Every rank's rows (dim 0; the counts may differ by rank, the other dims may not),
   // concatenated in rank order, on every rank.
   at::Tensor allgather_rows(const at::Tensor& rows);
@@ -87,6 +95,7 @@ class Communicator {
   // c10d::ProcessGroup, and the calls made here are the same on both.
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   std::vector<c10::intrusive_ptr<c10d::Work>> pending_;
+  std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, at::Tensor>> sends_;  // with what they send
   std::map<uint64_t, c10::intrusive_ptr<c10d::Work>> tickets_;  // started broadcasts
   uint64_t next_ticket_ = 0;
   std::unique_ptr<NcclComm> nccl_;  // null unless the run uses NCCL

@@ -6,13 +6,20 @@ namespace loom {
 
 std::vector<int> DeviceMesh::tensor_group() const {
   std::vector<int> out;
-  for (int t = 0; t < tensor; ++t) out.push_back((data_rank() * sequence + sequence_rank()) * tensor + t);
+  for (int t = 0; t < tensor; ++t) out.push_back(rank - tensor_rank() + t);
   return out;
 }
 
 std::vector<int> DeviceMesh::sequence_group() const {
   std::vector<int> out;
-  for (int s = 0; s < sequence; ++s) out.push_back((data_rank() * sequence + s) * tensor + tensor_rank());
+  for (int s = 0; s < sequence; ++s) out.push_back(rank + (s - sequence_rank()) * tensor);
+  return out;
+}
+
+std::vector<int> DeviceMesh::pipeline_group() const {
+  std::vector<int> out;
+  const int stride = tensor * sequence * data();
+  for (int p = 0; p < pipeline; ++p) out.push_back(rank + (p - pipeline_rank()) * stride);
   return out;
 }
 
@@ -25,14 +32,16 @@ std::vector<int> DeviceMesh::replica_group() const {
 std::string DeviceMesh::describe() const {
   const auto n = [](int x) { return std::to_string(x); };
   const bool seq = sequence > 1;
+  const bool pipe = pipeline > 1;
   const std::string axis = ring ? "context " : "sequence ";
-  return n(world_size) + " rank" + (world_size == 1 ? "" : "s") + " = data " + n(data()) +
-         (seq ? " x " + axis + n(sequence) : "") + " x tensor " + n(tensor) + "; rank " + n(rank) + ": data " +
-         n(data_rank()) + (seq ? ", " + axis + n(sequence_rank()) : "") + ", tensor " + n(tensor_rank());
+  return n(world_size) + " rank" + (world_size == 1 ? "" : "s") + " = " + (pipe ? "pipeline " + n(pipeline) + " x " : "") +
+         "data " + n(data()) + (seq ? " x " + axis + n(sequence) : "") + " x tensor " + n(tensor) + "; rank " + n(rank) +
+         ": " + (pipe ? "pipeline " + n(pipeline_rank()) + ", " : "") + "data " + n(data_rank()) +
+         (seq ? ", " + axis + n(sequence_rank()) : "") + ", tensor " + n(tensor_rank());
 }
 
 DeviceMesh make_device_mesh(int world_size, int rank, int tensor_parallel, int sequence_parallel,
-                            int context_parallel) {
+                            int context_parallel, int pipeline_parallel) {
   const auto ranks = [](int n) { return std::to_string(n) + " rank" + (n == 1 ? "" : "s"); };
   if (context_parallel < 1)
     throw usage_failure("[distributed] context_parallel = " + std::to_string(context_parallel) + " must be 1 or more");
@@ -52,8 +61,15 @@ DeviceMesh make_device_mesh(int world_size, int rank, int tensor_parallel, int s
                         " times tensor_parallel = " + std::to_string(tensor_parallel) + " does not divide the " +
                         ranks(world_size) + " of this run; launch a multiple of their product, or choose degrees "
                         "whose product divides " + std::to_string(world_size));
+  if (pipeline_parallel < 1 || world_size % (tensor_parallel * sequence_parallel * pipeline_parallel) != 0)
+    throw usage_failure("[distributed] pipeline_parallel = " + std::to_string(pipeline_parallel) + " times " + axis +
+                        " = " + std::to_string(sequence_parallel) + " times tensor_parallel = " +
+                        std::to_string(tensor_parallel) + " does not divide the " + ranks(world_size) +
+                        " of this run; launch a multiple of their product, or choose degrees whose product divides " +
+                        std::to_string(world_size));
   DeviceMesh mesh;
   mesh.world_size = world_size;
+  mesh.pipeline = pipeline_parallel;
   mesh.tensor = tensor_parallel;
   mesh.sequence = sequence_parallel;
   mesh.ring = ring;

@@ -111,14 +111,17 @@ void NcclComm::all_to_all(const at::Tensor& input, at::Tensor& output) {
 }
 
 void NcclComm::send_recv(const at::Tensor& input, int to, at::Tensor& output, int from) {
-  if (!input.is_cuda() || !input.is_contiguous() || !output.is_contiguous() || input.numel() != output.numel() ||
-      input.scalar_type() != output.scalar_type())
+  const auto usable = [](const at::Tensor& t) { return t.is_cuda() && t.is_contiguous(); };
+  if ((to >= 0 && !usable(input)) || (from >= 0 && !usable(output)) ||
+      (to >= 0 && from >= 0 && (input.numel() != output.numel() || input.scalar_type() != output.scalar_type())))
     throw runtime_failure("nccl: send/receive needs contiguous CUDA tensors of one size and dtype");
-  const auto count = static_cast<size_t>(input.numel());
-  const ncclDataType_t type = nccl_type(input.scalar_type());
   check_nccl(ncclGroupStart(), "ncclGroupStart");
-  check_nccl(ncclSend(input.data_ptr(), count, type, to, impl_->comm, /*stream=*/nullptr), "ncclSend");
-  check_nccl(ncclRecv(output.data_ptr(), count, type, from, impl_->comm, /*stream=*/nullptr), "ncclRecv");
+  if (to >= 0)
+    check_nccl(ncclSend(input.data_ptr(), static_cast<size_t>(input.numel()), nccl_type(input.scalar_type()), to,
+                        impl_->comm, /*stream=*/nullptr), "ncclSend");
+  if (from >= 0)
+    check_nccl(ncclRecv(output.data_ptr(), static_cast<size_t>(output.numel()), nccl_type(output.scalar_type()), from,
+                        impl_->comm, /*stream=*/nullptr), "ncclRecv");
   check_nccl(ncclGroupEnd(), "ncclGroupEnd");
 }
 

@@ -34,6 +34,8 @@ class NcclComm {
   // output comes from rank i (one grouped send and receive per peer).
   void all_to_all(const at::Tensor& input, at::Tensor& output);
   // input to rank `to`, output from rank `from`, in one group (neither waits for the other).
+  // to < 0: receive only; from < 0: send only (a pipeline's messages; NCCL matches a pair's
+  // sends and receives in the order they are issued).
   void send_recv(const at::Tensor& input, int to, at::Tensor& output, int from);
 
  private:

@@ -39,7 +39,7 @@ MetricList Evaluator::run(ModelInstance& model) {
   at::Tensor units = at::zeros({}, on_device);  // label tokens, or what the model counts (ABI 1.2)
   int64_t tokens = 0;
   ModelMetrics reported;
-  for (int64_t i = 0; i < max_batches_; ++i) {
+  for (int64_t i = 0; i < max_batches_ && evaluates_; ++i) {
     const Batch b = data_.next();
     // A finite [eval_data]: evaluate all of it, at most max_batches.
     if (!agree_on_batch(!b.end_of_epoch && !b.end_of_data, i)) break;
@@ -59,6 +59,7 @@ MetricList Evaluator::run(ModelInstance& model) {
   tokens = static_cast<int64_t>(totals[2].item<double>());
   const double loss = totals[0].item<double>() / std::max(totals[1].item<double>(), 1.0);
   MetricList out = {{"eval_loss", loss}, {"eval_ppl", std::exp(loss)}, {"eval_tokens", static_cast<double>(tokens)}};
+  if (pipelined_ && comm_) reported.align_names(*comm_, device_);  // the other stages reported nothing
   for (const auto& [name, value] : reported.finish(comm_, /*steps=*/1)) out.emplace_back("eval_" + name, value);
   return out;
 }

@@ -23,6 +23,13 @@ class Evaluator {
   // eval_loss (mean per token, or per the model's units), eval_ppl, eval_tokens, and every
   // metric the model reports as eval_<name>, combined over the batches by its reduction.
   MetricList run(ModelInstance& model);
+  // Under pipeline parallelism every stage holds the whole model and the same eval batches: the
+  // rank of the last stage evaluates them, the others count nothing (evaluates: false) and only
+  // join the sums.
+  void set_pipeline_stage(bool evaluates) {
+    pipelined_ = true;
+    evaluates_ = evaluates;
+  }
 
  private:
   // Whether every rank has another batch (false: none has); refuses a split answer.
@@ -34,6 +41,7 @@ class Evaluator {
   Precision precision_;
   Communicator* comm_;
   bool lockstep_;
+  bool pipelined_ = false, evaluates_ = true;  // set_pipeline_stage
   std::string start_state_;  // the dataset's position before the first evaluation
 };
 

@@ -11,6 +11,7 @@
 #include "base/failure.hpp"
 #include "dist/device_mesh.hpp"
 #include "train/cpu_memory.hpp"
+#include "train/stage_runner.hpp"
 #include "train/device.hpp"
 #include "train/mesh_groups.hpp"
 #include "train/cuda_probe.hpp"
@@ -35,9 +36,11 @@ bool uses_nccl(const DistributedSettings& distributed, const at::Device& device)
 
 void check_run_plan(const RunPlan& plan, const DistEnv& env) {
   const at::Device device = resolve_device(plan.run.device, env.local_rank, plan.run.device_at);
+  check_pipeline_parallel(plan.distributed);  // before the mesh: a combination not built is the clearer line
   make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel),
                    static_cast<int>(plan.distributed.sequence_parallel),
-                   static_cast<int>(plan.distributed.context_parallel));  // their product divides the world
+                   static_cast<int>(plan.distributed.context_parallel),
+                   static_cast<int>(plan.distributed.pipeline_parallel));  // their product divides the world
   check_expert_parallel(plan.distributed, env.world_size);
   check_sparse_tables(plan, env.world_size);
   if (env.world_size <= 1 || !uses_nccl(plan.distributed, device)) return;

@@ -83,6 +83,9 @@ double GradientSync::finish() {
   while (!reducing_.empty()) retire_oldest_reduce();
   comm_.wait_all();
   if (expert_group_ && expert_replicas_) expert_replicas_->wait_all();
+  // Ready for the next step, armed or not (a pipeline stage never arms: its backward passes
+  // interleave with its forwards, and only its own layers get gradients).
+  started_.assign(buckets_.size(), false);
   return buckets_.empty() ? 0.0 : static_cast<double>(started_early_) / static_cast<double>(buckets_.size());
 }
 

@@ -45,8 +45,9 @@ class GradientSync {
 
   // Before the backward of the last micro-batch: buckets start as soon as they are complete.
   void arm();
-  // After that backward: starts the buckets no hook started (unused parameters) and waits
-  // for every all-reduce. Returns the fraction of buckets that started during backward.
+  // After that backward (armed or not): starts the buckets no hook started (unused parameters,
+  // or every bucket when not armed) and waits for every all-reduce. Returns the fraction of
+  // buckets that started during backward.
   double finish();
   // After the optimizer step of a sharded run: every rank's updated slice reaches every rank.
   void gather_params();

@@ -65,14 +65,16 @@ void check_expert_parallel(const DistributedSettings& distributed, int world_siz
 MeshGroups::MeshGroups(Communicator& world, const DeviceMesh& mesh, int experts) : mesh_(mesh) {
   // Every rank creates every group it belongs to in this order; only a group's own ranks meet
   // under its name (each group has its own store prefix).
-  const std::string place = std::to_string(mesh.data_rank()) + "." + std::to_string(mesh.sequence_rank());
+  // Group names carry the other axes' places (the pipeline stage too when there are stages).
+  const std::string stage = mesh.pipeline > 1 ? std::to_string(mesh.pipeline_rank()) + "." : "";
+  const std::string place = stage + std::to_string(mesh.data_rank()) + "." + std::to_string(mesh.sequence_rank());
   if (mesh.tensor > 1) {
     tensor_ = std::make_unique<Communicator>(world, mesh.tensor_group(), "tensor" + place);
     tensor_calls_ = std::make_unique<CommunicatorCollectives>(*tensor_);
     set_group_collectives(LOOM_COLLECTIVE_GROUP_TENSOR, tensor_calls_.get());
   }
   if (mesh.sequence > 1) {
-    const std::string key = std::to_string(mesh.data_rank()) + "." + std::to_string(mesh.tensor_rank());
+    const std::string key = stage + std::to_string(mesh.data_rank()) + "." + std::to_string(mesh.tensor_rank());
     sequence_ = std::make_unique<Communicator>(world, mesh.sequence_group(), "sequence" + key);
     sequence_calls_ = std::make_unique<CommunicatorCollectives>(*sequence_);
     // One mesh axis for both ways of cutting rows; the model asks for the group it was told of.
@@ -91,6 +93,11 @@ MeshGroups::MeshGroups(Communicator& world, const DeviceMesh& mesh, int experts)
     for (int r = mesh.rank % experts; r < mesh.world_size; r += experts) replicas.push_back(r);
     if (replicas.size() > 1)
       expert_replicas_ = std::make_unique<Communicator>(world, replicas, "expert_replicas" + std::to_string(mesh.rank % experts));
+  }
+  if (mesh.pipeline > 1) {
+    const std::string key = std::to_string(mesh.data_rank()) + "." + std::to_string(mesh.sequence_rank()) + "." +
+                            std::to_string(mesh.tensor_rank());
+    pipeline_ = std::make_unique<Communicator>(world, mesh.pipeline_group(), "pipeline" + key);
   }
   if (mesh.replicas() > 1)
     replica_ = std::make_unique<Communicator>(world, mesh.replica_group(), "replica" + std::to_string(mesh.tensor_rank()));

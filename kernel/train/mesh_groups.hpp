@@ -1,7 +1,7 @@
 // mesh_groups.hpp: the communicators of a run's device mesh (dist/device_mesh.hpp) when it
-// splits the model ([distributed] tensor_parallel, sequence_parallel or expert_parallel > 1):
-// the tensor group, the sequence group, the expert group, and the replica group over which
-// gradients are summed or sharded. While the run trains, the tensor, sequence and expert groups
+// splits the model ([distributed] tensor_parallel, sequence_parallel, pipeline_parallel or
+// expert_parallel > 1): the tensor group, the sequence group, the pipeline, the expert group,
+// and the replica group over which gradients are summed or sharded. While the run trains, the tensor, sequence and expert groups
 // serve the model's collectives (abi/tensor_parallel_collective.hpp, ABI 1.10 to 1.12).
 //
 // Expert parallelism (E ranks per group) splits the data-parallel ranks only: world rank r is
@@ -57,6 +57,7 @@ class MeshGroups {
   const DeviceMesh& mesh() const { return mesh_; }
   Communicator* tensor() { return tensor_.get(); }  // null when tensor_parallel is 1
   Communicator* experts() { return expert_.get(); }  // the expert group; null when expert_parallel is 1
+  Communicator* pipeline() { return pipeline_.get(); }  // this rank's pipeline; null when pipeline_parallel is 1
   // The ranks holding this rank's experts (one per expert group); null when there is one group.
   Communicator* expert_replicas() { return expert_replicas_.get(); }
   // The replica group, handed over once (null when the mesh has one replica).
@@ -64,7 +65,7 @@ class MeshGroups {
 
  private:
   DeviceMesh mesh_;
-  std::unique_ptr<Communicator> tensor_, sequence_, expert_, expert_replicas_, replica_;
+  std::unique_ptr<Communicator> tensor_, sequence_, expert_, expert_replicas_, pipeline_, replica_;
   std::unique_ptr<CommunicatorCollectives> tensor_calls_, sequence_calls_, expert_calls_;
 };
 

@@ -1,5 +1,7 @@
 #include "train/model_metrics.hpp"
 
+#include <limits>
+
 #include "base/failure.hpp"
 #include "train/exact_auc.hpp"
 
@@ -27,6 +29,29 @@ void ModelMetrics::add(const std::vector<ReportedMetric>& reported, const at::Te
     } else {
       sum.value += weighted;
       if (m.reduction == LOOM_METRIC_REDUCTION_MEAN) sum.weight += units.to(m.value.device(), at::kDouble);
+    }
+  }
+}
+
+void ModelMetrics::align_names(Communicator& comm, const at::Device& device) {
+  std::string mine;  // one line per metric: its reduction and name
+  for (const auto& [name, rows] : pairs_) mine += std::to_string(LOOM_METRIC_REDUCTION_ROC_AUC) + " " + name + "\n";
+  for (const auto& [name, s] : sums_) mine += std::to_string(s.reduction) + " " + name + "\n";
+  const auto on = at::TensorOptions().device(device).dtype(at::kDouble);
+  for (const std::string& theirs : comm.allgather_bytes(mine)) {
+    for (size_t pos = 0, end; pos < theirs.size(); pos = end + 1) {
+      end = theirs.find('\n', pos);
+      const std::string line = theirs.substr(pos, end - pos);
+      const size_t space = line.find(' ');
+      const auto reduction = static_cast<loom_metric_reduction>(std::stoi(line.substr(0, space)));
+      const std::string name = line.substr(space + 1);
+      if (reduction == LOOM_METRIC_REDUCTION_ROC_AUC) {
+        if (!pairs_.count(name)) pairs_[name].push_back(at::zeros({0, 2}, on));
+      } else if (!sums_.count(name)) {  // nothing seen: the reduction's identity
+        const double identity = reduction == LOOM_METRIC_REDUCTION_MAX ? -std::numeric_limits<double>::infinity() : 0.0;
+        sums_.emplace(name, Sum{reduction, at::full({}, identity, on),
+                                reduction == LOOM_METRIC_REDUCTION_MEAN ? at::zeros({}, on) : at::Tensor()});
+      }
     }
   }
 }

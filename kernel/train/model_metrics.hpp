@@ -22,6 +22,10 @@ class ModelMetrics {
   // At a log step: reduces over the ranks (comm may be null), reads every value with one copy
   // to the host, and starts a new window. steps: the optimizer steps in the window.
   MetricList finish(Communicator* comm, int64_t steps);
+  // Before finish, when ranks may have seen different metrics (pipeline stages: only the last
+  // computes the loss and reports): every rank of comm adds the metrics it lacks as having seen
+  // nothing (values on `device`), so that all reduce the same ones. One exchange of names.
+  void align_names(Communicator& comm, const at::Device& device);
   bool empty() const { return sums_.empty() && pairs_.empty(); }
 
  private:

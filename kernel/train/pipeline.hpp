@@ -51,6 +51,8 @@ inline RunContext with_total_steps(RunContext run, int64_t total) {
   run.sparse_shard_size = 1;
   run.context_parallel_rank = 0;
   run.context_parallel_size = 1;
+  run.pipeline_parallel_rank = 0;
+  run.pipeline_parallel_size = 1;
   return run;
 }
 
@@ -59,7 +61,8 @@ inline DeviceMesh mesh_of(const RunContext& c) {
   const bool ring = c.context_parallel_size > 1;  // the sequence axis, cut for ring attention
   DeviceMesh mesh = DeviceMesh::place(c.world_size, c.rank, ring ? c.context_parallel_size : c.sequence_parallel_size,
                                       ring ? c.context_parallel_rank : c.sequence_parallel_rank,
-                                      c.tensor_parallel_size, c.tensor_parallel_rank);
+                                      c.tensor_parallel_size, c.tensor_parallel_rank, c.pipeline_parallel_size,
+                                      c.pipeline_parallel_rank);
   mesh.ring = ring;
   return mesh;
 }

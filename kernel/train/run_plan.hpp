@@ -45,6 +45,11 @@ struct DistributedSettings {
   int64_t sequence_parallel = 1; // ranks per sequence-parallel group (dist/device_mesh.hpp)
   int64_t context_parallel = 1;  // ranks per context-parallel group, the same mesh axis (ring attention)
   int64_t expert_parallel = 1;   // data-parallel ranks per expert-parallel group (train/mesh_groups.hpp)
+  int64_t pipeline_parallel = 1;        // pipeline stages (train/stage_runner.hpp)
+  std::string pipeline_schedule = "1f1b";  // "gpipe", "1f1b" or "interleaved_1f1b" (dist/stage_schedule.hpp)
+  int64_t pipeline_chunks = 1;          // model chunks per stage (interleaved_1f1b)
+  double pipeline_embedding_cost = 0;   // the cut's weights, in layers (dist/stage_layers.hpp)
+  double pipeline_head_cost = 1;
   std::string sparse_tables = "replicated";  // or "row_sharded" (train/sparse_table_updates.hpp)
 };
 

@@ -30,7 +30,9 @@ loom_control Trainer::train_step(Prefetcher& prefetch) {
   }
   window_.add_data_seconds(seconds_since(data_started));
   if (comm_) {  // the global count, so every token weighs the same on every rank; and whether any rank ran out
-    at::Tensor global = at::tensor({tokens, static_cast<int64_t>(ran_out)}, at::kLong);
+    // Pipeline stages share their batches: the tokens count on the stage that computes the loss.
+    const int64_t counted = stages_ && !stages_->holds_loss() ? 0 : tokens;
+    at::Tensor global = at::tensor({counted, static_cast<int64_t>(ran_out)}, at::kLong);
     comm_->allreduce_sum(global);
     tokens = global[0].item<int64_t>();
     ran_out = global[1].item<int64_t>() > 0;
@@ -54,15 +56,26 @@ loom_control Trainer::train_step(Prefetcher& prefetch) {
   at::Tensor units_total;  // defined when the model reports its own units (ABI 1.2)
   int64_t tokens_before = 0;  // this rank's label tokens in the micro-batches before
   const double scale = 1.0 / static_cast<double>(std::max<int64_t>(tokens, 1));
-  for (size_t i = 0; i < batches.size(); ++i) {
-    const Batch& b = batches[i];
-    ForwardResult out;
-    {
-      const AutocastScope autocast(settings_.precision, device_);  // forward and loss only
-      // The prefetcher already moved the batch to the device, so .to(device_) is a no-op;
-      // under autocast the loss may come back in bf16, and it is summed in fp32.
-      out = p_->model.forward(b.inputs.to(device_), b.targets.to(device_), b.fields, data_source_);
+  const StageRunner::Forward forward = [this](const Batch& b, const ModelInstance::LayerRange& layers) {
+    const AutocastScope autocast(settings_.precision, device_);  // forward and loss only
+    // The prefetcher already moved the batch to the device, so .to(device_) is a no-op;
+    // under autocast the loss may come back in bf16, and it is summed in fp32.
+    return p_->model.forward_layers(b.inputs.to(device_), b.targets.to(device_), b.fields, layers, data_source_);
+  };
+  if (stages_) {  // the schedule's passes over this rank's layers; the last stage holds the losses
+    const std::vector<ForwardResult> outs = stages_->run(batches, scale, forward);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i].units.defined())
+        throw runtime_failure("model " + p_->model.component().name + " reports its own loss units, which "
+                              "[distributed] pipeline_parallel > 1 does not sum yet; use pipeline_parallel = 1");
+      if (!outs[i].metrics.empty()) count_units(outs[i], batches[i], tokens_before, units_total);
+      tokens_before += batches[i].tokens;
+      loss_total += outs[i].loss_sum.detach().to(at::kFloat);
     }
+  }
+  for (size_t i = 0; i < batches.size() && !stages_; ++i) {
+    const Batch& b = batches[i];
+    const ForwardResult out = forward(b, ModelInstance::LayerRange{});
     const at::Tensor loss = out.loss_sum.to(at::kFloat);
     if (out.units.defined() || !out.metrics.empty()) count_units(out, b, tokens_before, units_total);
     tokens_before += b.tokens;

@@ -28,9 +28,10 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   comm_ = build_communicator(plan, env, device_);
   mesh_ = make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel),
                            static_cast<int>(plan.distributed.sequence_parallel),
-                           static_cast<int>(plan.distributed.context_parallel));
+                           static_cast<int>(plan.distributed.context_parallel),
+                           static_cast<int>(plan.distributed.pipeline_parallel));
   const int experts = static_cast<int>(plan.distributed.expert_parallel);
-  if (mesh_.tensor > 1 || mesh_.sequence > 1 || experts > 1) {  // model groups and replica groups
+  if (mesh_.tensor > 1 || mesh_.sequence > 1 || mesh_.pipeline > 1 || experts > 1) {  // model and replica groups
     mesh_groups_ = std::make_unique<MeshGroups>(*comm_, mesh_, experts);
     if (mesh_.tensor > 1) tensor_parallel_ = std::make_unique<TensorParallel>(*mesh_groups_->tensor(), mesh_);
     world_comm_ = std::move(comm_);
@@ -52,6 +53,8 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   // The sequence axis goes to the model as Ulysses' group or as the ring's (mesh_.ring).
   (mesh_.ring ? context.context_parallel_rank : context.sequence_parallel_rank) = mesh_.sequence_rank();
   (mesh_.ring ? context.context_parallel_size : context.sequence_parallel_size) = mesh_.sequence;
+  context.pipeline_parallel_rank = mesh_.pipeline_rank();
+  context.pipeline_parallel_size = mesh_.pipeline;
   context.expert_parallel_rank = mesh_.rank % experts;
   context.expert_parallel_size = experts;
   if (plan.distributed.sparse_tables == "row_sharded" && mesh_.world_size > 1) {  // ABI 1.14
@@ -79,6 +82,17 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
                         p_->model.component().name + " does not compute its experts over an expert-parallel group "
                         "(loom_model_attributes.expert_parallel); use a mixture of experts through "
                         "hf_causal_lm (Qwen2-MoE, Qwen3-MoE, Mixtral) or expert_parallel = 1");
+  if (mesh_.pipeline > 1) {
+    const int64_t layers = p_->model.attributes().pipeline_layers;
+    if (layers <= 0)
+      throw usage_failure("[distributed] pipeline_parallel = " + std::to_string(mesh_.pipeline) + ": model " +
+                          p_->model.component().name + " does not run ranges of its layers (loom_model_attributes."
+                          "pipeline_layers); use a model that does (gpt, llama, hf_causal_lm without a mixture of "
+                          "experts) or pipeline_parallel = 1");
+    stages_ = std::make_unique<StageRunner>(*mesh_groups_->pipeline(), plan.distributed, layers,
+                                            p_->model.component().name);
+    spdlog::info("pipeline: {}", stages_->describe());
+  }
   if (tensor_parallel_) {
     TensorParallel::check_model_splits(p_->model.params(), p_->model.component().name, mesh_.tensor);
     whole_params_ = TensorParallel::whole_params(dense_params(p_->model.params()));
@@ -100,6 +114,7 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
                    hook.component().name);
   }
   evaluator_ = build_evaluator(plan, *p_, device_, comm_.get());
+  if (evaluator_ && stages_) evaluator_->set_pipeline_stage(stages_->holds_loss());
   checkpoints_ = build_checkpoints(plan, *p_, run_dir);
   if (checkpoints_ && p_->sparse.row_sharded() && p_->sparse_optimizer && p_->sparse_optimizer->component().plugin &&
       p_->sparse_optimizer->component().plugin->abi_minor < 14 && !p_->sparse_optimizer->state().empty())
@@ -366,6 +381,8 @@ bool Trainer::log() {
   }
   if (const int64_t peak = cuda_peak_allocated_bytes(device_); peak >= 0)  // torch.cuda.max_memory_allocated
     metrics.emplace_back("gpu_peak_gib", static_cast<double>(peak) / (1LL << 30));
+  if (stages_) metrics.emplace_back("pipeline_bubble", stages_->take_bubble());  // world rank 0's: the first stage
+  if (stages_ && comm_) model_metrics_.align_names(*comm_, device_);  // only the last stage reports
   const MetricList reported = model_metrics_.finish(comm_.get(), window_steps);
   metrics.insert(metrics.end(), reported.begin(), reported.end());
   metrics.insert(metrics.end(), eval_metrics_.begin(), eval_metrics_.end());

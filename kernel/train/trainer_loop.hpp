@@ -21,6 +21,7 @@
 #include "train/prefetcher.hpp"
 #include "train/progress.hpp"
 #include "train/run_state.hpp"
+#include "train/stage_runner.hpp"
 #include "train/step_values.hpp"
 #include "train/mesh_groups.hpp"
 #include "train/tensor_parallel_trainer.hpp"
@@ -139,6 +140,7 @@ class Trainer {
   std::unique_ptr<SparseShardGroup> sparse_group_;   // row-sharded sparse tables' lookups (ABI 1.14); else null
   std::unique_ptr<TensorParallel> tensor_parallel_;  // null unless tensor_parallel > 1
   std::unique_ptr<ExpertPlacement> experts_;         // null unless expert_parallel > 1
+  std::unique_ptr<StageRunner> stages_;              // this rank's pipeline stage; null unless pipeline_parallel > 1
   std::unique_ptr<Communicator> comm_;  // the replica group; null when it has one rank
   std::set<std::string> whole_params_;  // tensor parallelism: the dense parameters not split
   std::unique_ptr<Pipeline> p_;

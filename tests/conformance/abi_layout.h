@@ -60,7 +60,8 @@
   X(loom_collective_args, input, 2) X(loom_collective_args, output, 3)                         \
   X(loom_collective_args, group, 4) X(loom_model_vtable, sequence_parallel, 11) \
   X(loom_param_view, split_blocks, 6) X(loom_model_vtable, expert_parallel, 12)             \
-  X(loom_model_vtable, attributes, 13)
+  X(loom_model_vtable, attributes, 13) X(loom_model_forward_args, layer_begin, 9)             \
+  X(loom_model_forward_args, hidden_out, 12)
 
 #ifdef __cplusplus
 extern "C" {

@@ -64,7 +64,8 @@ TEST_CASE("frozen offsets match the static asserts, in C99 and C++") {
   CHECK(offsetof(loom_control, request_eval) == 20);
   CHECK(sizeof(loom_option_spec) == 48);
   CHECK(sizeof(loom_model_vtable) == 112);     // ABI 1.15 appended attributes
-  CHECK(sizeof(loom_model_attributes) == 24);  // struct_size, sequence_, expert_ and (1.16) context_parallel
+  CHECK(sizeof(loom_model_forward_args) == 104);  // ABI 1.17 appended layer_begin .. hidden_out
+  CHECK(sizeof(loom_model_attributes) == 24);  // struct_size, sequence_, expert_, (1.16) context_ and (1.17) pipeline_
 }
 
 TEST_CASE("the offset list covers exactly the headers' LOOM_ABI_OFFSET asserts") {

@@ -52,19 +52,20 @@ inline Logged logged(const fs::path& run) {
 }
 
 // ranks processes: tensor_parallel = tensor, sequence_parallel = sequence, context_parallel =
-// context, data parallel over the rest.
+// context, pipeline_parallel = pipeline, data parallel over the rest.
 struct Layout {
-  int ranks = 1, tensor = 1, sequence = 1, context = 1;
+  int ranks = 1, tensor = 1, sequence = 1, context = 1, pipeline = 1;
 };
 
 // The global batch stays 4 rows per step (data.batch_size = batch_rows / data ranks).
 inline void train_steps(const std::string& m, const std::string& name, const Layout& at, const std::string& extra,
                         int batch_rows = 4) {
-  const int data = at.ranks / (at.tensor * at.sequence * at.context);
+  const int data = at.ranks / (at.tensor * at.sequence * at.context * at.pipeline);
   const std::string run = "run " + m + " --set run.name=" + name + " --set distributed.tensor_parallel=" +
                           std::to_string(at.tensor) + " --set distributed.sequence_parallel=" +
                           std::to_string(at.sequence) +
                           (at.context > 1 ? " --set distributed.context_parallel=" + std::to_string(at.context) : "") +
+                          (at.pipeline > 1 ? " --set distributed.pipeline_parallel=" + std::to_string(at.pipeline) : "") +
                           " --set data.batch_size=" + std::to_string(batch_rows / data) + extra;
   const auto r = loom_test::run_host(at.ranks == 1 ? run : "launch --nproc-per-node " + std::to_string(at.ranks) + " -- " + run);
   REQUIRE_MESSAGE(r.code == 0, r.err);
@@ -86,9 +87,10 @@ inline std::vector<double> after_step_10(const Logged& run) {
 // The losses of steps 11 to 20 of run `name` on layout `at`, resumed from run `from`'s step-10
 // checkpoint (both in m's folder).
 inline std::vector<double> resumed_losses(const std::string& m, const std::string& name, const Layout& at,
-                                          const std::string& from, const std::string& extra = "") {
+                                          const std::string& from, const std::string& extra = "", int batch_rows = 4) {
   const fs::path dir = fs::path(m).parent_path();
-  train_steps(m, name, at, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string() + extra);
+  train_steps(m, name, at, " --set checkpoint.resume=" + (dir / from / "checkpoints" / "step-10").string() + extra,
+              batch_rows);
   const Logged out = logged(dir / name);
   REQUIRE(out.loss.size() == 10);
   return out.loss;

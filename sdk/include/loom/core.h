@@ -41,6 +41,9 @@
  * 1.16 context parallelism: loom_context.context_parallel_rank/_size,
  *      LOOM_COLLECTIVE_RING_SHIFT, LOOM_COLLECTIVE_GROUP_CONTEXT,
  *      loom_model_attributes.context_parallel.
+ * 1.17 pipeline parallelism: loom_context.pipeline_parallel_rank/_size,
+ *      loom_model_forward_args.layer_begin/layer_end/hidden_in/hidden_out,
+ *      loom_model_attributes.pipeline_layers.
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -76,7 +79,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 16
+#define LOOM_ABI_MINOR 17
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"
@@ -212,6 +215,12 @@ typedef struct loom_context {
      the whole row. size 1 (and rank 0) without it; a host older than 1.16 leaves both 0. */
   int32_t context_parallel_rank;
   int32_t context_parallel_size;
+  /* (ABI 1.17) Models only: this rank's pipeline stage ([distributed] pipeline_parallel = P):
+     the host runs layer ranges of the model on it (loom_model_forward_args.layer_begin/
+     layer_end); the model itself is built whole on every stage in 1.17. size 1 (and rank 0)
+     without it; a host older than 1.17 leaves both 0. */
+  int32_t pipeline_parallel_rank;
+  int32_t pipeline_parallel_size;
 } loom_context;
 
 /* (ABI 1.8) Low-rank adapters (LoRA, Hu et al. 2021) a model adds to its linear layers: a layer
@@ -336,6 +345,7 @@ LOOM_ABI_OFFSET_BYTES(loom_context, sequence_parallel_size, 76);
 LOOM_ABI_OFFSET_BYTES(loom_context, expert_parallel_size, 84);
 LOOM_ABI_OFFSET_BYTES(loom_context, sparse_shard_size, 92);
 LOOM_ABI_OFFSET_BYTES(loom_context, context_parallel_size, 100);
+LOOM_ABI_OFFSET_BYTES(loom_context, pipeline_parallel_size, 108);
 LOOM_ABI_OFFSET(loom_adapter_spec, rank, 3);
 LOOM_ABI_OFFSET(loom_byte_writer, write, 2);
 

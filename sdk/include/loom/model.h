@@ -169,6 +169,20 @@ typedef struct loom_model_forward_args {
   loom_torch_tensor* units;
   void* metrics;                       /* (ABI 1.2) owned by the host; pass to report_metric */
   loom_report_metric_fn report_metric; /* (ABI 1.2) may be NULL: a host older than 1.2 */
+  /* (ABI 1.17) Pipeline parallelism (loom_model_attributes.pipeline_layers = L > 0): run
+     layers layer_begin .. layer_end - 1 of the L only. The host sets layer_begin 0 and
+     layer_end -1 (the whole model: a host older than 1.17 leaves both 0, read the same way).
+     layer_begin 0: start from inputs (the embedding); otherwise from hidden_in, what the call
+     for the layers before assigned to hidden_out. layer_end L: end with the output layer and
+     assign loss_sum (and units, metrics) as for the whole model; otherwise assign hidden_out,
+     the hidden state leaving layer layer_end - 1, and leave loss_sum alone. inputs, targets and
+     fields are the whole micro-batch's in every call. */
+  int64_t layer_begin;
+  int64_t layer_end;
+  const loom_torch_tensor* hidden_in; /* borrowed for the call; a leaf the host differentiates
+                                         against (undefined when layer_begin is 0) */
+  loom_torch_tensor* hidden_out;      /* out; a host-owned slot: one tensor, the same shape and
+                                         dtype for every micro-batch of equal shape */
 } loom_model_forward_args;
 
 /* (ABI 1.3) The next-token logits of a batch, with no loss and no backward: for `host export`
@@ -224,6 +238,11 @@ typedef struct loom_model_attributes {
      whole row by passing keys and values around the context group (ring attention). 0 or
      absent: the host refuses [distributed] context_parallel > 1 for it. */
   int32_t context_parallel;
+  /* (ABI 1.17) L > 0: this instance can be cut into pipeline stages between its L layers
+     (loom_model_forward_args.layer_begin/layer_end), every layer's parameters declared with
+     loom_param_view.unit = its layer. 0 or absent: the host refuses [distributed]
+     pipeline_parallel > 1 for it. */
+  int32_t pipeline_layers;
 } loom_model_attributes;
 
 typedef struct loom_model_vtable {
@@ -267,6 +286,8 @@ LOOM_ABI_OFFSET(loom_unit_boundary_args, output, 4);
 LOOM_ABI_OFFSET(loom_model_forward_args, loss_sum, 3);
 LOOM_ABI_OFFSET(loom_model_forward_args, field_count, 5);
 LOOM_ABI_OFFSET(loom_model_forward_args, report_metric, 8);
+LOOM_ABI_OFFSET(loom_model_forward_args, layer_begin, 9);
+LOOM_ABI_OFFSET(loom_model_forward_args, hidden_out, 12);
 LOOM_ABI_OFFSET(loom_batch_field, tensor, 2);
 LOOM_ABI_OFFSET(loom_model_vtable, forward, 5);
 LOOM_ABI_OFFSET(loom_model_vtable, flops_per_token, 7);
@@ -278,6 +299,7 @@ LOOM_ABI_OFFSET(loom_model_vtable, sequence_parallel, 11);
 LOOM_ABI_OFFSET(loom_model_vtable, expert_parallel, 12);
 LOOM_ABI_OFFSET(loom_model_vtable, attributes, 13);
 LOOM_ABI_OFFSET_BYTES(loom_model_attributes, expert_parallel, 12);
+LOOM_ABI_OFFSET_BYTES(loom_model_attributes, pipeline_layers, 20);
 LOOM_ABI_OFFSET(loom_model_decode_args, past, 2);
 LOOM_ABI_OFFSET(loom_model_decode_args, logits, 3);
 

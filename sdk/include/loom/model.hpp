@@ -12,7 +12,9 @@
 //   };
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <deque>
 #include <string>
 #include <utility>
@@ -121,6 +123,21 @@ class Model {
   // across the whole row by passing keys and values around the group (loom/context_parallel.hpp).
   // The host refuses context parallelism otherwise.
   virtual bool context_parallel() const { return false; }
+  // (ABI 1.17) Pipeline parallelism: how many layers the model can be cut between, each layer's
+  // parameters registered with its unit (add_param inside begin_unit(i)). 0: it cannot be cut,
+  // and the host refuses [distributed] pipeline_parallel > 1.
+  virtual int64_t pipeline_layers() const { return 0; }
+  // (ABI 1.17) Layers begin .. end - 1 of pipeline_layers() for one micro-batch: from
+  // batch.input_ids through the embedding when begin is 0, else from `hidden`, what the call for
+  // the layers before returned. Returns loss_sum(batch)'s value when end is pipeline_layers()
+  // (report() and set_units() work as there), else the hidden state leaving layer end - 1.
+  virtual at::Tensor stage_forward(const BatchFields& batch, int64_t begin, int64_t end, const at::Tensor& hidden) {
+    (void)batch;
+    (void)begin;
+    (void)end;
+    (void)hidden;
+    throw Error("this model does not run ranges of its layers");
+  }
 
  protected:
   // Registers a parameter (in a fixed order) and returns a handle sharing its storage. The
@@ -259,12 +276,11 @@ class Model {
   // For such a wrapper: the part's loss_sum inside this model's host call, so that what the part
   // reports (report(), set_units()) reaches the host as this model's.
   at::Tensor part_loss_sum(Model& part, const BatchFields& batch) {
-    part.forward_ = forward_;
-    struct Reset {
-      Model& part;
-      ~Reset() { part.forward_ = nullptr; }
-    } reset{part};
-    return part.loss_sum(batch);
+    return inside_this_call(part, [&] { return part.loss_sum(batch); });
+  }
+  // The same for a pipeline stage's layers (ABI 1.17).
+  at::Tensor part_stage_forward(Model& part, const BatchFields& batch, int64_t begin, int64_t end, const at::Tensor& hidden) {
+    return inside_this_call(part, [&] { return part.stage_forward(batch, begin, end, hidden); });
   }
   // The dimension each parameter is split along across the tensor-parallel group (-1: whole),
   // by name, in registration order.
@@ -307,6 +323,16 @@ class Model {
     int64_t split_blocks = 1;
   };
   int64_t unit_ = -1;  // what add_param records: begin_unit's unit, or -1
+  // Runs call with part reporting through this model's host call.
+  template <class Call>
+  at::Tensor inside_this_call(Model& part, Call&& call) {
+    part.forward_ = forward_;
+    struct Reset {
+      Model& part;
+      ~Reset() { part.forward_ = nullptr; }
+    } reset{part};
+    return call();
+  }
   static at::Tensor unit_boundary(int64_t unit, loom_unit_phase phase, const at::Tensor& x) {
     const loom_host_api& api = host();
     if (!LOOM_STRUCT_HAS(&api, loom_host_api, unit_boundary) || api.unit_boundary == nullptr) return x;
@@ -361,7 +387,18 @@ struct ModelGlue {
         Model& model;
         ~Reset() { model.forward_ = nullptr; }
       } reset{model};
-      tensor(args.loss_sum) = model.loss_sum(batch);
+      // A host older than 1.17 leaves the layer range 0, 0; a newer one sets 0, -1 for the whole model.
+      if (args.layer_begin == 0 && args.layer_end <= 0) {
+        tensor(args.loss_sum) = model.loss_sum(batch);
+        return;
+      }
+      const int64_t layers = model.pipeline_layers();
+      if (layers <= 0 || args.layer_begin < 0 || args.layer_end <= args.layer_begin || args.layer_end > layers)
+        throw Error("layers " + std::to_string(args.layer_begin) + " .. " + std::to_string(args.layer_end - 1) +
+                    " asked of a model that runs ranges of its " + std::to_string(layers) + " layers");
+      const at::Tensor hidden = args.layer_begin > 0 ? tensor(args.hidden_in) : at::Tensor();
+      at::Tensor out = model.stage_forward(batch, args.layer_begin, args.layer_end, hidden);
+      tensor(args.layer_end == layers ? args.loss_sum : args.hidden_out) = std::move(out);
     });
   }
   static loom_status* set_training(loom_model* m, int32_t training) {
@@ -377,6 +414,8 @@ struct ModelGlue {
         out->context_parallel = model.context_parallel() ? 1 : 0;
       if (LOOM_STRUCT_HAS(out, loom_model_attributes, expert_parallel))
         out->expert_parallel = model.expert_parallel() ? 1 : 0;
+      if (LOOM_STRUCT_HAS(out, loom_model_attributes, pipeline_layers))
+        out->pipeline_layers = static_cast<int32_t>(std::min<int64_t>(model.pipeline_layers(), INT32_MAX));
     });
   }
   static loom_status* logits(loom_model* m, const loom_model_logits_args* in) {

@@ -148,6 +148,8 @@ struct Context {
   int32_t sparse_shard_rank = 0, sparse_shard_size = 1;
   // Models only (ABI 1.16): this rank's place in its context-parallel group; size 1 without.
   int32_t context_parallel_rank = 0, context_parallel_size = 1;
+  // Models only (ABI 1.17): this rank's pipeline stage; size 1 without.
+  int32_t pipeline_parallel_rank = 0, pipeline_parallel_size = 1;
 
   explicit Context(const loom_context* in) {
     const loom_context c = read_in(in);
@@ -173,6 +175,10 @@ struct Context {
     if (c.context_parallel_size > 1) {  // 0 from a host older than 1.16 (read_in)
       context_parallel_rank = c.context_parallel_rank;
       context_parallel_size = c.context_parallel_size;
+    }
+    if (c.pipeline_parallel_size > 1) {  // 0 from a host older than 1.17 (read_in)
+      pipeline_parallel_rank = c.pipeline_parallel_rank;
+      pipeline_parallel_size = c.pipeline_parallel_size;
     }
     if (c.sparse_shard_size > 1) {  // 0 from a host older than 1.14 (read_in)
       sparse_shard_rank = c.sparse_shard_rank;

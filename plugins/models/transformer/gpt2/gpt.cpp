@@ -145,26 +145,32 @@ class GptModel : public CausalLm {
   }
 
  private:
-  // inputs: (B, T) -> the final LayerNorm's output (B, T, C).
-  at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const override {
-    const int64_t C = s_.n_embd;
-    const double eps = s_.layer_norm_eps;
+  // hidden(), inputs (B, T) -> the final LayerNorm's output (B, T, C), in its three parts.
+  int64_t layer_count() const override { return static_cast<int64_t>(blocks_.size()); }
+  at::Tensor embed(const at::Tensor& inputs, const Layout& layout) const override {
     const at::Tensor positions = layout.positions.defined() ? layout.positions
                                                             : at::arange(inputs.size(1), inputs.options());  // (B, T) or (T)
-    at::Tensor x = tp::embedding(wte_, inputs, tp_) + at::embedding(wpe_, positions);  // (B, T, C)
-    x = maybe_dropout(x, s_.dropout, training_);
-    for (size_t i = 0; i < blocks_.size(); ++i) {
+    const at::Tensor x = tp::embedding(wte_, inputs, tp_) + at::embedding(wpe_, positions);  // (B, T, C)
+    return maybe_dropout(x, s_.dropout, training_);
+  }
+  at::Tensor run_layers(at::Tensor x, const Layout& layout, int64_t begin, int64_t end) const override {
+    const int64_t C = s_.n_embd;
+    const double eps = s_.layer_norm_eps;
+    for (int64_t i = begin; i < end; ++i) {
       // By value: a recomputed block runs again in backward, after this call has returned.
       const auto block = [this, i, layout, C, eps](const at::Tensor& in) {
-        const Block& b = blocks_[i];
-        const at::Tensor y = in + attention(b, i, at::layer_norm(in, {C}, b.ln_1_w, b.ln_1_b, eps), layout);
+        const Block& b = blocks_[static_cast<size_t>(i)];
+        const at::Tensor y = in + attention(b, static_cast<size_t>(i), at::layer_norm(in, {C}, b.ln_1_w, b.ln_1_b, eps), layout);
         return y + mlp(b, at::layer_norm(y, {C}, b.ln_2_w, b.ln_2_b, eps));  // (B, T, C)
       };
-      x = enter_unit(static_cast<int64_t>(i), x);
-      x = s_.recompute.applies(i) ? recomputed(block, x) : block(x);
-      x = exit_unit(static_cast<int64_t>(i), x);
+      x = enter_unit(i, x);
+      x = s_.recompute.applies(static_cast<size_t>(i)) ? recomputed(block, x) : block(x);
+      x = exit_unit(i, x);
     }
-    return at::layer_norm(x, {C}, ln_f_w_, ln_f_b_, eps);  // (B, T, C)
+    return x;
+  }
+  at::Tensor final_norm(const at::Tensor& x) const override {
+    return at::layer_norm(x, {s_.n_embd}, ln_f_w_, ln_f_b_, s_.layer_norm_eps);  // (B, T, C)
   }
 
   at::Tensor head(const at::Tensor& x) const override { return at::linear(x, wte_); }  // (..., V or V/T), tied

@@ -116,6 +116,10 @@ class HfCausalLm final : public loom::Model {
   bool sequence_parallel() const override { return inner_->sequence_parallel(); }
   bool context_parallel() const override { return inner_->context_parallel(); }
   bool expert_parallel() const override { return inner_->expert_parallel(); }
+  int64_t pipeline_layers() const override { return inner_->pipeline_layers(); }
+  at::Tensor stage_forward(const loom::BatchFields& batch, int64_t begin, int64_t end, const at::Tensor& hidden) override {
+    return part_stage_forward(*inner_, batch, begin, end, hidden);
+  }
 
   // The source folder's own config.json (every field it had), its generation config and
   // tokenizer files.

@@ -28,21 +28,19 @@ class CausalLm : public loom::Model {
   }
 
   // Packed rows: position_ids and document_ids when the dataset gives them (packing.hpp).
-  // With an attention_mask (packed or padded rows) it reports how full the rows are: the
-  // fraction of positions that hold a token and the fraction that carry a label.
   at::Tensor loss_sum(const loom::BatchFields& batch) override {
     check(batch.input_ids, batch.labels);
-    const at::Tensor* mask = batch.find("attention_mask");
-    if (!mask) return with_extra(head_loss(hidden(batch.input_ids, layout(batch)), batch.labels), batch.labels, at::Tensor());
-    report("nonpad_fraction", mask->ne(0).to(at::kFloat).mean());
-    report("label_fraction", batch.labels.ne(LOOM_IGNORE_INDEX).to(at::kFloat).mean());
-    // Instruction rows label only the answers, and over a large vocabulary the output layer is
-    // most of the step (Qwen3's 151669 tokens at width 64: 99% of the FLOPs), so only labelled
-    // positions go through it. Selecting them costs a host sync on a GPU, hence only for
-    // batches that say they are such rows (attention_mask).
-    const at::Tensor labelled = batch.labels.ne(LOOM_IGNORE_INDEX);            // (B, T) bool
-    const at::Tensor h = hidden(batch.input_ids, layout(batch)).index({labelled});  // (N, C)
-    return with_extra(head_loss(h, batch.labels.index({labelled})), batch.labels, *mask);
+    return batch_loss(batch, hidden(batch.input_ids, layout(batch)));
+  }
+
+  // Pipeline parallelism (ABI 1.17): the layers begin .. end - 1 of this micro-batch; the first
+  // stage embeds, the last normalises and ends with the loss, as loss_sum does in one call.
+  int64_t pipeline_layers() const override { return layer_count(); }
+  at::Tensor stage_forward(const loom::BatchFields& batch, int64_t begin, int64_t end, const at::Tensor& x) override {
+    check(batch.input_ids, batch.labels);
+    const Layout rows = layout(batch);
+    const at::Tensor out = run_layers(begin == 0 ? embed(batch.input_ids, rows) : x, rows, begin, end);
+    return end < layer_count() ? out : batch_loss(batch, final_norm(out));
   }
 
   at::Tensor logits(const loom::BatchFields& batch) override {
@@ -151,7 +149,16 @@ class CausalLm : public loom::Model {
     return {};
   }
   // inputs: (B, T) -> the last layer's normalised output (B, T, C), before the output layer.
-  virtual at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const = 0;
+  virtual at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const {
+    return final_norm(run_layers(embed(inputs, layout), layout, 0, layer_count()));
+  }
+  // hidden() in the three parts a pipeline cuts it into. embed: inputs (B, T) -> what enters
+  // layer 0 (B, T, C); run_layers: what enters layer begin -> what leaves layer end - 1;
+  // final_norm: what leaves the last layer -> hidden()'s value.
+  virtual int64_t layer_count() const = 0;
+  virtual at::Tensor embed(const at::Tensor& inputs, const Layout& layout) const = 0;
+  virtual at::Tensor run_layers(at::Tensor x, const Layout& layout, int64_t begin, int64_t end) const = 0;
+  virtual at::Tensor final_norm(const at::Tensor& x) const = 0;
   // The output layer: (..., C) -> logits (..., V), a product with head_weight() and nothing else.
   virtual at::Tensor head(const at::Tensor& x) const = 0;
   virtual const at::Tensor& head_weight() const = 0;  // (V, C)
@@ -165,6 +172,22 @@ class CausalLm : public loom::Model {
  private:
   Layout layout(const loom::BatchFields& batch) const {
     return layout_of(batch, mask_, seq_len_, component_.c_str(), seq_, ring_);
+  }
+
+  // The batch's loss sum from h, the last layer's normalised output (B, T, C). With an
+  // attention_mask (packed or padded rows) it reports how full the rows are: the fraction of
+  // positions that hold a token and the fraction that carry a label.
+  at::Tensor batch_loss(const loom::BatchFields& batch, const at::Tensor& h) {
+    const at::Tensor* mask = batch.find("attention_mask");
+    if (!mask) return with_extra(head_loss(h, batch.labels), batch.labels, at::Tensor());
+    report("nonpad_fraction", mask->ne(0).to(at::kFloat).mean());
+    report("label_fraction", batch.labels.ne(LOOM_IGNORE_INDEX).to(at::kFloat).mean());
+    // Instruction rows label only the answers, and over a large vocabulary the output layer is
+    // most of the step (Qwen3's 151669 tokens at width 64: 99% of the FLOPs), so only labelled
+    // positions go through it. Selecting them costs a host sync on a GPU, hence only for
+    // batches that say they are such rows (attention_mask).
+    const at::Tensor labelled = batch.labels.ne(LOOM_IGNORE_INDEX);  // (B, T) bool
+    return with_extra(head_loss(h.index({labelled}), batch.labels.index({labelled})), batch.labels, *mask);
   }
 
   at::Tensor with_extra(const at::Tensor& token_loss_sum, const at::Tensor& targets, const at::Tensor& mask) {

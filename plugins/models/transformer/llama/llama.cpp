@@ -212,6 +212,9 @@ class LlamaModel : public CausalLm {
  public:
   // A mixture of experts computes its experts over the expert-parallel group (moe.hpp).
   bool expert_parallel() const override { return s_.moe.any(); }
+  // Pipeline stages (ABI 1.17) for dense models: a mixture of experts' load-balancing loss
+  // would need the routers of every stage on the last one (not built).
+  int64_t pipeline_layers() const override { return s_.moe.any() ? 0 : layer_count(); }
 
  private:
   // The mixture of experts' auxiliary loss, from the routers of the forward just run
@@ -238,12 +241,20 @@ class LlamaModel : public CausalLm {
     return aux * (m.aux_loss_coef * targets.ne(LOOM_IGNORE_INDEX).sum().to(at::kFloat));  // per labelled token
   }
 
-  // inputs: (B, T) -> the final RMSNorm's output (B, T, C).
+  // inputs: (B, T) -> the final RMSNorm's output (B, T, C); the routers of this forward are
+  // what extra_loss_sum reads.
   at::Tensor hidden(const at::Tensor& inputs, const Layout& layout) const override {
     routers_.clear();
     chosen_.clear();
-    at::Tensor x = tp::embedding(embed_, inputs, tp_, s_.padding_idx);  // (B, T, C)
-    for (size_t i = 0; i < layers_.size(); ++i) {
+    return CausalLm::hidden(inputs, layout);
+  }
+  int64_t layer_count() const override { return static_cast<int64_t>(layers_.size()); }
+  at::Tensor embed(const at::Tensor& inputs, const Layout&) const override {
+    return tp::embedding(embed_, inputs, tp_, s_.padding_idx);  // (B, T, C)
+  }
+  at::Tensor final_norm(const at::Tensor& x) const override { return rms_norm(x, norm_, s_.rms_norm_eps); }
+  at::Tensor run_layers(at::Tensor x, const Layout& layout, int64_t begin, int64_t end) const override {
+    for (size_t i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
       // By value: a recomputed layer runs again in backward, after this call has returned.
       // Its outputs: (B, T, C), and a sparse layer's router logits and chosen experts.
       const auto layer = [this, i, layout](const at::Tensor& in) {
@@ -261,7 +272,7 @@ class LlamaModel : public CausalLm {
       }
       x = exit_unit(static_cast<int64_t>(i), out[0]);
     }
-    return rms_norm(x, norm_, s_.rms_norm_eps);  // (B, T, C)
+    return x;
   }
 
   at::Tensor head(const at::Tensor& x) const override { return at::linear(x, lm_head_); }  // (..., V)

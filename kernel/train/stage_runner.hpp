@@ -1,0 +1,72 @@
+// stage_runner.hpp: one rank's share of a pipeline-parallel step ([distributed] pipeline_parallel
+// = P > 1). The model's layers are cut into P x chunks virtual stages (dist/stage_layers.hpp);
+// rank r runs virtual stages c P + r. Its forward and backward passes come in its schedule's
+// order (dist/stage_schedule.hpp); before a forward it receives the micro-batch's hidden state
+// from the stage before, after it sends its own to the stage after, and backward sends the
+// gradient of what it received back the other way: c10d point-to-point over the pipeline group,
+// sends started without waiting (the schedules never deadlock when sends do not block).
+//
+// Every stage holds the whole model (ABI 1.17) and runs its layers only (loom_model_forward_args.
+// layer_begin / layer_end); the last computes the loss. Each stage's gradients are those of its
+// layers, zero elsewhere: the replica group's sum (train/grad_sync.hpp) is the whole gradient.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "abi/compute_components.hpp"
+#include "dist/communicator.hpp"
+#include "dist/stage_layers.hpp"
+#include "dist/stage_schedule.hpp"
+#include "train/run_plan.hpp"
+
+namespace loom {
+
+// Throws a usage Failure naming [distributed] pipeline_parallel when the plan combines it with
+// what is not built (sequence, context or expert parallelism, shard = "parameters", row-sharded
+// tables), or names chunks that do not fit its schedule.
+void check_pipeline_parallel(const DistributedSettings& distributed);
+
+class StageRunner {
+ public:
+  // One micro-batch's forward through a range of layers; the caller wraps it in autocast.
+  using Forward = std::function<ForwardResult(const Batch&, const ModelInstance::LayerRange&)>;
+
+  // model_layers: what the model said it can be cut between (loom_model_attributes.
+  // pipeline_layers); model: its name, for messages. Throws a usage Failure when the layers
+  // cannot be cut into the virtual stages.
+  StageRunner(Communicator& pipeline, const DistributedSettings& distributed, int64_t model_layers,
+              const std::string& model);
+
+  // The passes of one step over `batches` (every stage has the same ones); each loss is
+  // multiplied by scale before its backward. Returns each micro-batch's forward (loss sum,
+  // units, metrics) on the rank that holds the last stage, an empty vector on the others.
+  std::vector<ForwardResult> run(const std::vector<Batch>& batches, double scale, const Forward& forward);
+
+  bool holds_loss() const { return group_.rank() + 1 == group_.world_size(); }
+  // The share of run()'s time since the last call that this rank waited for a neighbour's
+  // message: the pipeline's bubble as this stage lived it (the schedule's theory assumes
+  // messages are free and every stage equally fast). 0 before any step.
+  double take_bubble();
+  // "stage 1 of 2 (1f1b): layers 3..5"
+  std::string describe() const;
+
+ private:
+  at::Tensor receive_hidden(int micro_batch, int stage);
+  void send_hidden(const at::Tensor& hidden, int micro_batch, int stage);
+  // A message's tag: the micro-batch, the virtual stage that receives it, its direction, and
+  // whether it is a hidden state's header (its dtype and shape) or its values.
+  int tag(int micro_batch, int stage, bool backward, bool header) const;
+
+  Communicator& group_;
+  StageSchedule schedule_;
+  int chunks_;
+  std::vector<StageLayers> cut_;  // by virtual stage
+  double waited_ = 0, ran_ = 0;   // seconds receiving and in run() since take_bubble
+  at::Device device_ = at::kCPU;  // where the batches are, and so the hidden states
+};
+
+}  // namespace loom
