@@ -92,9 +92,10 @@ void StageRunner::send_hidden(const at::Tensor& hidden, int micro_batch, int sta
 }
 
 double StageRunner::take_bubble() {
-  const double share = ran_ > 0 ? waited_ / ran_ : 0.0;
+  at::Tensor share = at::full({1}, ran_ > 0 ? waited_ / ran_ : 0.0, at::kDouble);
   waited_ = ran_ = 0;
-  return share;
+  group_.allreduce_sum(share);
+  return share.item<double>() / group_.world_size();
 }
 
 at::Tensor StageRunner::receive_hidden(int micro_batch, int stage) {
@@ -160,6 +161,13 @@ std::vector<ForwardResult> StageRunner::run(const std::vector<Batch>& batches, d
     }
   }
   group_.wait_sends();
+  // Every stage ends the step together (the gradient sum after it would wait the same): a stage
+  // done early sits out the others' last passes, which is its share of the bubble too. The steps
+  // start together already (the token count's all-reduce), so each stage measures one span.
+  const auto finishing = Clock::now();
+  at::Tensor done = at::zeros({1}, at::kLong);
+  group_.allreduce_sum(done);
+  waited_ += seconds_since(finishing);
   ran_ += seconds_since(started);
   return results;
 }

@@ -47,9 +47,10 @@ class StageRunner {
   std::vector<ForwardResult> run(const std::vector<Batch>& batches, double scale, const Forward& forward);
 
   bool holds_loss() const { return group_.rank() + 1 == group_.world_size(); }
-  // The share of run()'s time since the last call that this rank waited for a neighbour's
-  // message: the pipeline's bubble as this stage lived it (the schedule's theory assumes
-  // messages are free and every stage equally fast). 0 before any step.
+  // The share of run()'s time since the last call that the stages waited for a neighbour's
+  // message, the mean over the stages: the pipeline's bubble as it ran (the schedule's theory
+  // assumes messages are free and every stage equally fast). Every stage calls it together (one
+  // all-reduce); 0 before any step.
   double take_bubble();
   // "stage 1 of 2 (1f1b): layers 3..5"
   std::string describe() const;

@@ -381,7 +381,7 @@ bool Trainer::log() {
   }
   if (const int64_t peak = cuda_peak_allocated_bytes(device_); peak >= 0)  // torch.cuda.max_memory_allocated
     metrics.emplace_back("gpu_peak_gib", static_cast<double>(peak) / (1LL << 30));
-  if (stages_) metrics.emplace_back("pipeline_bubble", stages_->take_bubble());  // world rank 0's: the first stage
+  if (stages_) metrics.emplace_back("pipeline_bubble", stages_->take_bubble());  // the mean over the stages
   if (stages_ && comm_) model_metrics_.align_names(*comm_, device_);  // only the last stage reports
   const MetricList reported = model_metrics_.finish(comm_.get(), window_steps);
   metrics.insert(metrics.end(), reported.begin(), reported.end());
