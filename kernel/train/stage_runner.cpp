@@ -105,6 +105,9 @@ at::Tensor StageRunner::receive_hidden(int micro_batch, int stage) {
   group_.receive(header, from, tag(micro_batch, stage, false, true));
   waited_ += seconds_since(started);
   const int64_t* h = header.data_ptr<int64_t>();
+  if (h[1] < 0 || h[1] > kMostDims)  // the stages disagree on the message order: a bug, never data
+    throw runtime_failure("pipeline: stage " + std::to_string(stage) + " received a header of " +
+                          std::to_string(h[1]) + " dimensions for micro-batch " + std::to_string(micro_batch));
   std::vector<int64_t> shape(h + 2, h + 2 + h[1]);
   // The dtype as the sending stage's LibTorch numbered it: the same host build on every rank.
   const auto dtype = static_cast<at::ScalarType>(h[0]);

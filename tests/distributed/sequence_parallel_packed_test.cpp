@@ -2,8 +2,9 @@
 // tokenizer and chat template) packs several samples into each row, with position_ids that
 // restart and document_ids that keep attention inside each sample. Cut over 2 and 4 ranks
 // (Ulysses' pieces, or the ring's chunks from both ends), the document masks span the parts'
-// edges and the loss skips the unlabelled positions; 20 steps match one process. Skipped (exit
-// code 77) without ../shared/tokenizers/qwen3.
+// edges and the loss skips the unlabelled positions; 20 steps match one process, as do two
+// pipeline stages (whose metrics only the last reports). Skipped (exit code 77) without
+// ../shared/tokenizers/qwen3.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
@@ -52,6 +53,16 @@ TEST_CASE("packed rows with document masks, cut over 2 and 4 ranks either way, g
   check_same_run(one, train(m, "s4", {4, 1, 4}));
   check_same_run(one, train(m, "c2", {2, 1, 1, 2}));
   check_same_run(one, train(m, "c4", {4, 1, 1, 4}));
+  // Two pipeline stages: the last reports the rows' fill, the first nothing; the names are
+  // aligned across the stages before they are reduced, so the log holds one process's values.
+  check_same_run(one, train(m, "p2", {2, 1, 1, 1, 2}));
+  const auto fill = [&](const std::string& run) {
+    std::vector<double> out;
+    std::istringstream in(loom_test::read_file(dir / run / "metrics.jsonl"));
+    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line).at("nonpad_fraction"));
+    return out;
+  };
+  CHECK(fill("p2") == fill("w1"));
 }
 
 int main(int argc, char** argv) {
