@@ -285,6 +285,10 @@ const HostTable<DistributedSettings>& distributed_table() {
               "Model chunks per stage for pipeline_schedule = \"interleaved_1f1b\" (virtual stage c P + r on rank "
               "r); 1 for the other schedules.",
               {at_least<int64_t>(1)}),
+       option("pipeline_split_points", &S::pipeline_split_points,
+              "The cut as a list instead of by cost: the first layer of every stage after the first, as torchtitan "
+              "writes them (\"layers.5\" starts the second stage at layer 5), increasing; pipeline_parallel x "
+              "pipeline_chunks - 1 of them. Empty: the cut by cost."),
        option("pipeline_embedding_cost", &S::pipeline_embedding_cost,
               "What the embedding weighs, in layers, when the layers are cut into stages (the first stage holds "
               "it): the cut makes the slowest stage as fast as it can.",

@@ -66,6 +66,30 @@ std::vector<StageLayers> cut_layers_as_listed(const std::vector<int64_t>& counts
   return from_counts(std::vector<int>(counts.begin(), counts.end()));
 }
 
+std::vector<StageLayers> cut_layers_at(const std::vector<std::string>& split_points, int layers, int stages,
+                                       const std::string& option) {
+  if (static_cast<int>(split_points.size()) != stages - 1)
+    throw usage_failure(option + ": " + std::to_string(split_points.size()) + " split points for " +
+                        std::to_string(stages) + " stages; list " + std::to_string(stages - 1) +
+                        " (the first layer of every stage after the first, \"layers.N\")");
+  std::vector<int64_t> counts;
+  int previous = 0;
+  for (const std::string& point : split_points) {
+    const std::string prefix = "layers.";
+    const std::string digits = point.compare(0, prefix.size(), prefix) == 0 ? point.substr(prefix.size()) : "";
+    const bool number = !digits.empty() && digits.size() <= 6 &&
+                        digits.find_first_not_of("0123456789") == std::string::npos;
+    const int first = number ? std::stoi(digits) : -1;
+    if (first <= previous || first >= layers)
+      throw usage_failure(option + ": \"" + point + "\" is not \"layers.N\" with N increasing from point to point, " +
+                          "above 0 and below the model's " + std::to_string(layers) + " layers");
+    counts.push_back(first - previous);
+    previous = first;
+  }
+  counts.push_back(layers - previous);
+  return cut_layers_as_listed(counts, layers, stages, option);
+}
+
 double largest_stage_cost(const std::vector<StageLayers>& cut, double embedding_cost, double head_cost) {
   double most = 0;
   const int stages = static_cast<int>(cut.size());

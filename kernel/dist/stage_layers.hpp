@@ -28,6 +28,12 @@ std::vector<StageLayers> cut_layers_by_cost(int layers, int stages, double embed
 std::vector<StageLayers> cut_layers_as_listed(const std::vector<int64_t>& counts, int layers, int stages,
                                               const std::string& option);
 
+// The cut torchtitan's split points describe: the first layer of every stage after the first,
+// "layers.N", increasing, each inside the model (0 < N < layers), stages - 1 of them. A usage
+// Failure naming `option` and the point otherwise.
+std::vector<StageLayers> cut_layers_at(const std::vector<std::string>& split_points, int layers, int stages,
+                                       const std::string& option);
+
 // The largest stage cost of a cut, as cut_layers_by_cost counts it.
 double largest_stage_cost(const std::vector<StageLayers>& cut, double embedding_cost, double head_cost);
 

@@ -50,6 +50,7 @@ struct DistributedSettings {
   int64_t pipeline_chunks = 1;          // model chunks per stage (interleaved_1f1b)
   double pipeline_embedding_cost = 0;   // the cut's weights, in layers (dist/stage_layers.hpp)
   double pipeline_head_cost = 1;
+  std::vector<std::string> pipeline_split_points;  // "layers.N": a listed cut instead of the cost's
   std::string sparse_tables = "replicated";  // or "row_sharded" (train/sparse_table_updates.hpp)
 };
 

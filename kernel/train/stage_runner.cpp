@@ -31,6 +31,9 @@ void check_pipeline_parallel(const DistributedSettings& d) {
     if (d.pipeline_chunks > 1)
       throw usage_failure("[distributed] pipeline_chunks = " + std::to_string(d.pipeline_chunks) +
                           " without pipeline_parallel > 1 means nothing; remove it or set pipeline_parallel");
+    if (!d.pipeline_split_points.empty())
+      throw usage_failure("[distributed] pipeline_split_points without pipeline_parallel > 1 means nothing; remove "
+                          "it or set pipeline_parallel");
     return;
   }
   const std::string what = "[distributed] pipeline_parallel = " + std::to_string(d.pipeline_parallel);
@@ -61,8 +64,11 @@ StageRunner::StageRunner(Communicator& pipeline, const DistributedSettings& dist
                         std::to_string(stages) + " stages: model " + model + " has " + std::to_string(model_layers) +
                         (model_layers == 1 ? " layer" : " layers") + " for " + std::to_string(stages) +
                         " stages; each needs one at least: use fewer stages");
-  cut_ = cut_layers_by_cost(static_cast<int>(model_layers), stages, distributed.pipeline_embedding_cost,
-                            distributed.pipeline_head_cost);
+  cut_ = distributed.pipeline_split_points.empty()
+             ? cut_layers_by_cost(static_cast<int>(model_layers), stages, distributed.pipeline_embedding_cost,
+                                  distributed.pipeline_head_cost)
+             : cut_layers_at(distributed.pipeline_split_points, static_cast<int>(model_layers), stages,
+                             "[distributed] pipeline_split_points");
 }
 
 std::string StageRunner::describe() const {

@@ -49,6 +49,12 @@ TEST_CASE("2 and 4 stages with GPipe, 1F1B and interleaved 1F1B give one process
     CHECK(run.grad_norm == one.grad_norm);
   };
   same_bits(train_micro(m, "p2-gpipe", stages_of(2, 2), schedule("gpipe")));
+  {  // a listed cut (torchtitan's split points) instead of the cost's 5 + 3
+    const std::string split = (dir / "split.toml").string();
+    std::ofstream(split) << loom_test::read_file(m) << "pipeline_split_points = [\"layers.2\"]\n";
+    same_bits(train_micro(split, "p2-split", stages_of(2, 2)));
+    CHECK(loom_test::contains(loom_test::read_file(dir / "p2-split" / "logs" / "rank-0.log"), "stage 0 of 2 (1f1b): layers 0..1"));
+  }
   same_bits(train_micro(m, "p2-1f1b", stages_of(2, 2), schedule("1f1b")));
   same_bits(train_micro(m, "p2-interleaved", stages_of(2, 2), schedule("interleaved_1f1b", 2)));
   same_bits(train_micro(m, "p4-gpipe", stages_of(4, 4), schedule("gpipe")));

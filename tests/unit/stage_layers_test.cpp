@@ -100,3 +100,17 @@ TEST_CASE("a listed cut is taken as given; cuts that cannot be are refused by na
   CHECK_THROWS_WITH_AS(cut_layers_by_cost(3, 4, 0, 0), doctest::Contains("3 layers cannot be cut into 4 stages"), Failure);
   CHECK_THROWS_AS(cut_layers_by_cost(8, 2, -1, 0), Failure);
 }
+
+TEST_CASE("torchtitan's split points give the cut they name; points that cannot be are refused by name") {
+  const std::string option = "[distributed] pipeline_split_points";
+  CHECK(counts_of(cut_layers_at({"layers.5"}, 8, 2, option)) == std::vector<int>{5, 3});
+  CHECK(counts_of(cut_layers_at({"layers.1", "layers.4", "layers.7"}, 8, 4, option)) == std::vector<int>{1, 3, 3, 1});
+  CHECK_THROWS_WITH_AS(cut_layers_at({"layers.2", "layers.4"}, 8, 2, option),
+                       doctest::Contains("2 split points for 2 stages; list 1"), Failure);
+  for (const char* bad : {"layers.0", "layers.8", "layer.4", "layers.", "layers.4x", "layers.-1", "4"}) {
+    const std::string refusal = option + ": \"" + bad + "\" is not \"layers.N\"";
+    CHECK_THROWS_WITH_AS(cut_layers_at({bad}, 8, 2, option), doctest::Contains(refusal.c_str()), Failure);
+  }
+  CHECK_THROWS_WITH_AS(cut_layers_at({"layers.5", "layers.3"}, 8, 3, option), doctest::Contains("\"layers.3\""),
+                       Failure);
+}
