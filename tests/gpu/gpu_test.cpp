@@ -7,6 +7,7 @@
 //   - fp32 on the GPU gives the CPU's losses within tolerance
 //   - a checkpoint written on the GPU resumes on the CPU, and the CPU's on the GPU
 //   - exact resume on the GPU (run.deterministic): interrupted and resumed = uninterrupted
+//   - two pipeline stages sharing the GPU over Gloo train as one GPU process (never run on a GPU yet)
 //   - the NCCL collective at world size 1
 //   - steps that do not log never make the host wait for the GPU (LOOM_CUDA_SYNC_CHECK)
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -116,6 +117,24 @@ TEST_CASE("steps that do not log never wait for the GPU") {
                                 (data / "eval.tsv").string() + "\"",
                             "LOOM_CUDA_SYNC_CHECK=1");
   MESSAGE("DLRM under the sync check: exit " << ctr.code << (ctr.code == 0 ? "" : ": " + ctr.err.substr(0, 600)));
+}
+
+TEST_CASE("two pipeline stages sharing one GPU over Gloo give one GPU process's losses") {
+  // Gloo, since NCCL refuses two ranks on one device: the stages' hidden states and gradients
+  // travel through host memory (Communicator::start_send/receive), the stages' gradients are
+  // summed by Gloo's CUDA all-reduce. 4 micro-batches a step, 1F1B.
+  const fs::path dir = loom_test::tmp_dir("gpu-pipeline");
+  const std::string sets = " --set run.steps=10 --set run.log_every=1 --set run.precision=\"fp32\" "
+                           "--set run.device=\"cuda:0\" --set run.grad_accum=4 --set data.batch_size=4";
+  const auto one = train(kGptTiny, "one", sets, dir);
+  const auto r = run_host("launch --nproc-per-node 2 -- run " + kGptTiny + " --set run.dir=\"" + dir.string() +
+                          "\" --set run.name=p2" + sets +
+                          " --set distributed.pipeline_parallel=2 --set distributed.backend=\"gloo\"");
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const auto two = loom_test::logged_losses(dir / "p2");
+  REQUIRE(two.size() == one.size());
+  for (size_t i = 0; i < one.size(); ++i)  // the same kernels on the same device; the sum adds zeros
+    CHECK_MESSAGE(std::abs(two[i] - one[i]) <= 1e-5 * std::abs(one[i]), "step " << i + 1);
 }
 
 TEST_CASE("the NCCL collective at world size 1") {
