@@ -254,6 +254,14 @@ void Communicator::start_send(const at::Tensor& t, int to, int tag) {
   at::Tensor none;
   LOOM_NCCL_OR(t, nccl_->send_recv(t.contiguous(), to, none, -1));
   guarded("send", [&] {
+    // Sends already done give their tensors back (wait() returns at once, or rethrows their
+    // failure), so a step of many micro-batches does not keep every message until its end.
+    const auto done = std::remove_if(sends_.begin(), sends_.end(), [](auto& s) {
+      if (!s.first->isCompleted()) return false;
+      s.first->wait();
+      return true;
+    });
+    sends_.erase(done, sends_.end());
     std::vector<at::Tensor> sent{t.is_cuda() ? t.cpu() : t.contiguous()};
     sends_.emplace_back(group_->send(sent, to, tag), sent.front());
   });
