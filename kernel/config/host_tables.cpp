@@ -258,8 +258,9 @@ const HostTable<DistributedSettings>& distributed_table() {
               "blocks with their log-sum-exp, so each rank attends its chunks over whole rows (grouped-query "
               "heads, sliding windows and packed documents included). No head count limits it, unlike "
               "sequence_parallel, with which it does not combine. The world size must be a multiple of "
-              "tensor_parallel x context_parallel; data parallelism (with shard) runs over the rest. Models: "
-              "llama, gpt and hf_causal_lm (no mixture of experts); 2C must divide the rows' positions. Not yet "
+              "tensor_parallel x context_parallel (x pipeline_parallel: each stage has its rings); data "
+              "parallelism (with shard) runs over the rest. Models: llama, gpt and hf_causal_lm (no mixture of "
+              "experts); 2C must divide the rows' positions. Not yet "
               "with dropout. README \"Context parallelism\".",
               {at_least<int64_t>(1)}),
        option("pipeline_parallel", &S::pipeline_parallel,
@@ -269,10 +270,10 @@ const HostTable<DistributedSettings>& distributed_table() {
               "c10d point-to-point. The stages see the same batches; the loss, gradient norm and clipping are one "
               "process's. Each stage holds the whole model in this version (only the computation and the "
               "activations are cut), so checkpoints are one process's and resume at any P. The world size must be "
-              "a multiple of tensor_parallel x pipeline_parallel (x sequence_parallel); data parallelism (with "
-              "shard = \"optimizer\" or \"gradients\") runs over the rest. Models: gpt, llama and dense "
-              "hf_causal_lm; not with sequence_parallel, context_parallel, expert_parallel, shard = \"parameters\", "
-              "row-sharded tables or [eval_data]. README \"Pipeline parallelism\".",
+              "a multiple of tensor_parallel x pipeline_parallel (x sequence_parallel or context_parallel: each "
+              "stage cuts its rows over its own group); data parallelism (with shard = \"optimizer\" or "
+              "\"gradients\") runs over the rest. Models: gpt, llama and dense hf_causal_lm; not with "
+              "expert_parallel, shard = \"parameters\" or row-sharded tables. README \"Pipeline parallelism\".",
               {at_least<int64_t>(1)}),
        option("pipeline_schedule", &S::pipeline_schedule,
               "The order of each stage's forward and backward passes: \"gpipe\" (every forward, then every "

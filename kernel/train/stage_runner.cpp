@@ -40,8 +40,6 @@ void check_pipeline_parallel(const DistributedSettings& d) {
   const auto refuse = [&](bool combined, const std::string& other, const std::string& why) {
     if (combined) throw usage_failure(what + " with " + other + " is not built (" + why + "); use one of them");
   };
-  refuse(d.sequence_parallel > 1, "sequence_parallel > 1", "the stages would each need the sequence group");
-  refuse(d.context_parallel > 1, "context_parallel > 1", "the stages would each need the context group");
   refuse(d.expert_parallel > 1, "expert_parallel > 1", "mixtures of experts are not cut into stages");
   refuse(d.shard == "parameters", "shard = \"parameters\"", "each stage would gather layers it does not run");
   refuse(d.sparse_tables == "row_sharded", "sparse_tables = \"row_sharded\"", "row-sharded tables are dlrm's");

@@ -26,8 +26,8 @@
 namespace loom {
 
 // Throws a usage Failure naming [distributed] pipeline_parallel when the plan combines it with
-// what is not built (sequence, context or expert parallelism, shard = "parameters", row-sharded
-// tables), or names chunks that do not fit its schedule.
+// what is not built (expert parallelism, shard = "parameters", row-sharded tables), or names
+// chunks that do not fit its schedule.
 void check_pipeline_parallel(const DistributedSettings& distributed);
 
 class StageRunner {

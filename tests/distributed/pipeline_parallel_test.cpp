@@ -1,6 +1,7 @@
 // Pipeline parallelism ([distributed] pipeline_parallel) with real processes on Gloo: a
 // grouped-query llama of 8 layers cut into 2 and 4 stages, with GPipe, 1F1B and interleaved 1F1B,
-// and one of 2 layers with tensor and data parallelism (a 2 x 2 x 2 mesh), trains to one process's losses and
+// and one of 2 layers with tensor and data parallelism (a 2 x 2 x 2 mesh) or with rows cut over
+// a context (ring) or sequence (Ulysses) group in each stage, trains to one process's losses and
 // gradient norms over 4 micro-batches a step; gpt too; one step changes every weight as one
 // process does; evaluation; checkpoints resume exactly on their layout and within 1e-5 at any
 // other P; what is not built is refused in one line.
@@ -24,7 +25,7 @@ Layout stages_of(int ranks, int stages, int tensor = 1) { return Layout{ranks, t
 // 4 micro-batches of one row a step (grad_accum 4, data.batch_size 1 per data rank): the
 // pipeline has micro-batches to overlap, and one process draws the same rows.
 Logged train_micro(const std::string& m, const std::string& name, const Layout& at, const std::string& extra = "") {
-  const int data = at.ranks / (at.tensor * at.pipeline);
+  const int data = at.ranks / (at.tensor * at.sequence * at.context * at.pipeline);
   train_steps(m, name, at, " --set run.grad_accum=" + std::to_string(4 / data) + extra, /*batch_rows=*/data);
   const Logged out = logged(fs::path(m).parent_path() / name);
   REQUIRE(out.loss.size() == 20);
@@ -72,6 +73,18 @@ TEST_CASE("pipeline x tensor x data = 2 x 2 x 2, and stages with recomputed laye
   check_same_run(one, train_micro(m, "p2-recompute", stages_of(2, 2), " --set model.activation_checkpointing=full"));
 }
 
+TEST_CASE("2 stages each cutting rows over a ring of 2 (context parallel) or into Ulysses pieces of 2 give one process's run") {
+  // Each stage's ranks form their own ring (or sequence group); the hidden state a rank sends
+  // on is its chunks' (or piece's), to the rank holding the same chunks in the next stage.
+  const fs::path dir = loom_test::tmp_dir("pp-rows");
+  const std::string m = manifest(dir, kLlama);
+  const Logged one = train_micro(m, "w1", {1});
+  check_same_run(one, train_micro(m, "p2c2", Layout{4, 1, 1, 2, 2}));
+  check_same_run(one, train_micro(m, "p2s2", Layout{4, 1, 2, 1, 2}, schedule("gpipe")));
+  CHECK(loom_test::contains(loom_test::read_file(dir / "p2c2" / "logs" / "rank-3.log"),
+                            "4 ranks = pipeline 2 x data 1 x context 2 x tensor 1; rank 3: pipeline 1, data 0, context 1"));
+}
+
 TEST_CASE("gpt (learned positions, tied output layer) over 2 stages gives one process's run (SGD)") {
   const fs::path dir = loom_test::tmp_dir("pp-gpt");
   const std::string m =
@@ -113,7 +126,8 @@ TEST_CASE("what pipeline parallelism cannot do is refused in one line, with exit
   const std::string launch2 = "launch --nproc-per-node 2 -- run " + m + " --set distributed.pipeline_parallel=";
   check_refused(launch2 + "4", "pipeline_parallel = 4 times sequence_parallel = 1 times tensor_parallel = 1 does not divide the 2 ranks");
   check_refused(launch2 + "1 --set distributed.pipeline_chunks=2", "pipeline_chunks = 2 without pipeline_parallel > 1");
-  check_refused(launch2 + "2 --set distributed.sequence_parallel=2", "pipeline_parallel = 2 with sequence_parallel > 1 is not built");
+  check_refused(launch2 + "2 --set distributed.sequence_parallel=2",
+                "pipeline_parallel = 2 times sequence_parallel = 2 times tensor_parallel = 1 does not divide the 2 ranks");
   check_refused(launch2 + "2 --set distributed.shard=parameters", "pipeline_parallel = 2 with shard = \"parameters\" is not built");
   check_refused(launch2 + "2 --set distributed.pipeline_chunks=2", "pipeline_chunks = 2 needs pipeline_schedule = \"interleaved_1f1b\"");
   check_refused(launch2 + "2 --set distributed.pipeline_schedule=zigzag", "pipeline_schedule must be \"gpipe\", \"1f1b\" or \"interleaved_1f1b\"");
