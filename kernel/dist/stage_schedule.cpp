@@ -77,7 +77,19 @@ std::vector<StagePass> stage_passes(StageSchedule schedule, const PipelineShape&
 }
 
 PipelineTimeline play_stage_passes(StageSchedule schedule, const PipelineShape& shape, double backward_cost) {
+  const size_t stages = static_cast<size_t>(std::max(shape.stages * shape.chunks, 0));
+  const double v = shape.chunks;  // a whole stage's forward is 1, cut into v chunks
+  return play_stage_passes(schedule, shape,
+                           StageCosts{std::vector<double>(stages, 1.0 / v), std::vector<double>(stages, backward_cost / v)});
+}
+
+PipelineTimeline play_stage_passes(StageSchedule schedule, const PipelineShape& shape, const StageCosts& costs) {
   const int P = shape.stages, v = shape.chunks, last = P * v - 1;
+  const size_t stages = static_cast<size_t>(std::max(P * v, 0));
+  if (costs.forward.size() != stages || costs.backward.size() != stages)
+    throw usage_failure("pipeline timeline: " + std::to_string(costs.forward.size()) + " forward and " +
+                        std::to_string(costs.backward.size()) + " backward costs for " + std::to_string(stages) +
+                        " virtual stages");
   std::vector<std::vector<StagePass>> passes;
   for (int r = 0; r < P; ++r) passes.push_back(stage_passes(schedule, shape, r));
   // When each (forward?, virtual stage, micro-batch) ended.
@@ -107,7 +119,8 @@ PipelineTimeline play_stage_passes(StageSchedule schedule, const PipelineShape& 
     }
     if (chosen < 0) break;
     const StagePass& p = passes[chosen][next[chosen]++];
-    const double end = earliest + (p.forward ? 1.0 : backward_cost) / v;
+    const size_t stage = static_cast<size_t>(p.chunk * P + chosen);
+    const double end = earliest + (p.forward ? costs.forward[stage] : costs.backward[stage]);
     ended[{p.forward, p.chunk * P + chosen, p.micro_batch}] = end;
     free_at[chosen] = end;
     out.step = std::max(out.step, end);
@@ -118,8 +131,9 @@ PipelineTimeline play_stage_passes(StageSchedule schedule, const PipelineShape& 
     if (next[r] != passes[r].size())
       throw runtime_failure(std::string("pipeline schedule ") + stage_schedule_name(schedule) + " deadlocks at rank " +
                             std::to_string(r));
-  const double busy = shape.micro_batches * (1.0 + backward_cost);  // every rank's, in whole-stage forwards
-  out.bubble = out.step > 0 ? (out.step - busy) / out.step : 0.0;
+  double busy = 0;  // every rank's, summed
+  for (size_t s = 0; s < stages; ++s) busy += shape.micro_batches * (costs.forward[s] + costs.backward[s]);
+  out.bubble = out.step > 0 ? 1.0 - busy / (P * out.step) : 0.0;
   return out;
 }
 

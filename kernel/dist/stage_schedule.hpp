@@ -60,6 +60,15 @@ struct PipelineTimeline {
 };
 PipelineTimeline play_stage_passes(StageSchedule schedule, const PipelineShape& shape, double backward_cost = 2.0);
 
+// What one micro-batch's pass through each virtual stage takes (any one unit), by virtual stage
+// c P + r: P x v of each.
+struct StageCosts {
+  std::vector<double> forward, backward;
+};
+// The same with each virtual stage's own costs (a cut that leaves the stages unequal): the bubble
+// is the ranks' mean idle share of the step. A usage Failure when the costs are not P x v each.
+PipelineTimeline play_stage_passes(StageSchedule schedule, const PipelineShape& shape, const StageCosts& costs);
+
 // The schedule's bubble in theory: (P - 1) / (m + P - 1), or (P - 1) / (v m + P - 1) interleaved.
 double stage_bubble_theory(StageSchedule schedule, const PipelineShape& shape);
 

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <utility>
@@ -95,11 +96,40 @@ void StageRunner::send_hidden(const at::Tensor& hidden, int micro_batch, int sta
   group_.start_send(hidden.detach().contiguous(), to, tag(micro_batch, stage, false, false));
 }
 
-double StageRunner::take_bubble() {
-  at::Tensor share = at::full({1}, ran_ > 0 ? waited_ / ran_ : 0.0, at::kDouble);
+StageRunner::PassClock::PassClock(StageRunner& runner, const StagePass& pass)
+    : runner(runner), pass(pass), waited_before(runner.waited_), started(Clock::now()) {}
+
+StageRunner::PassClock::~PassClock() {
+  const double computed = seconds_since(started) - (runner.waited_ - waited_before);
+  (pass.forward ? runner.forward_seconds_ : runner.backward_seconds_)[static_cast<size_t>(pass.chunk)] += computed;
+  ++runner.passes_;
+}
+
+StageRunner::Bubble StageRunner::take_bubble() {
+  // One row: the waiting share, then each virtual stage's mean forward and backward pass; every
+  // rank fills its own places and the sum gathers them.
+  const int ranks = group_.world_size(), rank = group_.rank(), stages = ranks * chunks_;
+  at::Tensor row = at::zeros({1 + 2 * stages}, at::kDouble);
+  double* at_row = row.data_ptr<double>();
+  at_row[0] = ran_ > 0 ? waited_ / ran_ : 0.0;
+  const double per_stage_passes = static_cast<double>(passes_) / (2.0 * chunks_);  // each direction, each chunk
+  for (int c = 0; c < chunks_ && passes_ > 0; ++c) {
+    at_row[1 + c * ranks + rank] = forward_seconds_[static_cast<size_t>(c)] / per_stage_passes;
+    at_row[1 + stages + c * ranks + rank] = backward_seconds_[static_cast<size_t>(c)] / per_stage_passes;
+  }
+  const int micro_batches = micro_batches_;
   waited_ = ran_ = 0;
-  group_.allreduce_sum(share);
-  return share.item<double>() / group_.world_size();
+  passes_ = 0;
+  std::fill(forward_seconds_.begin(), forward_seconds_.end(), 0.0);
+  std::fill(backward_seconds_.begin(), backward_seconds_.end(), 0.0);
+  group_.allreduce_sum(row);
+  Bubble out;
+  out.measured = at_row[0] / ranks;
+  if (micro_batches == 0) return out;
+  StageCosts costs{std::vector<double>(at_row + 1, at_row + 1 + stages),
+                   std::vector<double>(at_row + 1 + stages, at_row + 1 + 2 * stages)};
+  out.expected = play_stage_passes(schedule_, {ranks, micro_batches, chunks_}, costs).bubble;
+  return out;
 }
 
 at::Tensor StageRunner::receive_hidden(int micro_batch, int stage) {
@@ -131,9 +161,13 @@ std::vector<ForwardResult> StageRunner::run(const std::vector<Batch>& batches, d
   std::vector<ForwardResult> results(holds_loss() ? batches.size() : 0);
   const auto started = Clock::now();
   device_ = batches.front().inputs.device();
+  forward_seconds_.resize(static_cast<size_t>(chunks_), 0.0);
+  backward_seconds_.resize(static_cast<size_t>(chunks_), 0.0);
+  micro_batches_ = shape.micro_batches;
   for (const StagePass& pass : stage_passes(schedule_, shape, rank)) {
     const int stage = pass.chunk * ranks + rank, m = pass.micro_batch;
     const StageLayers& layers = cut_[static_cast<size_t>(stage)];
+    const PassClock clock{*this, pass};  // what the pass computed, its waiting left out
     if (pass.forward) {
       Held h;
       if (stage > 0) h.input = receive_hidden(m, stage).requires_grad_(true);

@@ -13,6 +13,7 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -47,11 +48,18 @@ class StageRunner {
   std::vector<ForwardResult> run(const std::vector<Batch>& batches, double scale, const Forward& forward);
 
   bool holds_loss() const { return group_.rank() + 1 == group_.world_size(); }
-  // The share of run()'s time since the last call that the stages waited for a neighbour's
-  // message, the mean over the stages: the pipeline's bubble as it ran (the schedule's theory
-  // assumes messages are free and every stage equally fast). Every stage calls it together (one
-  // all-reduce); 0 before any step.
-  double take_bubble();
+  // The pipeline's bubble since the last call, as it ran and as the schedule would leave it.
+  struct Bubble {
+    // The share of run()'s time the stages waited for a neighbour's message or for the others
+    // to end their passes, the mean over the stages.
+    double measured = 0;
+    // The schedule played with each virtual stage's mean forward and backward times as they
+    // ran, messages free (dist/stage_schedule.hpp): the bubble of these stages' imbalance, above
+    // the theory's equal stages; what measured adds to it is the messages and the passes' jitter.
+    double expected = 0;
+  };
+  // Every stage calls it together (one all-reduce); zeros before any step.
+  Bubble take_bubble();
   // "stage 1 of 2 (1f1b): layers 3..5"
   std::string describe() const;
 
@@ -62,11 +70,25 @@ class StageRunner {
   // whether it is a hidden state's header (its dtype and shape) or its values.
   int tag(int micro_batch, int stage, bool backward, bool header) const;
 
+  // Adds a pass's span, less what it waited, to its chunk's computing time when the pass ends.
+  struct PassClock {
+    PassClock(StageRunner& runner, const StagePass& pass);
+    ~PassClock();
+    StageRunner& runner;
+    StagePass pass;
+    double waited_before;
+    std::chrono::steady_clock::time_point started;
+  };
+
   Communicator& group_;
   StageSchedule schedule_;
   int chunks_;
   std::vector<StageLayers> cut_;  // by virtual stage
   double waited_ = 0, ran_ = 0;   // seconds receiving and in run() since take_bubble
+  // Seconds each of this rank's chunks computed, forward and backward, and the passes, since take_bubble.
+  std::vector<double> forward_seconds_, backward_seconds_;
+  int64_t passes_ = 0;
+  int micro_batches_ = 0;         // the last step's
   at::Device device_ = at::kCPU;  // where the batches are, and so the hidden states
 };
 

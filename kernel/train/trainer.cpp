@@ -381,7 +381,11 @@ bool Trainer::log() {
   }
   if (const int64_t peak = cuda_peak_allocated_bytes(device_); peak >= 0)  // torch.cuda.max_memory_allocated
     metrics.emplace_back("gpu_peak_gib", static_cast<double>(peak) / (1LL << 30));
-  if (stages_) metrics.emplace_back("pipeline_bubble", stages_->take_bubble());  // the mean over the stages
+  if (stages_) {  // the mean over the stages, and what the schedule leaves with their pass times
+    const StageRunner::Bubble bubble = stages_->take_bubble();
+    metrics.emplace_back("pipeline_bubble", bubble.measured);
+    metrics.emplace_back("pipeline_bubble_expected", bubble.expected);
+  }
   if (stages_ && comm_) model_metrics_.align_names(*comm_, device_);  // only the last stage reports
   const MetricList reported = model_metrics_.finish(comm_.get(), window_steps);
   metrics.insert(metrics.end(), reported.begin(), reported.end());

@@ -95,3 +95,20 @@ TEST_CASE("shapes a schedule cannot run are refused by name") {
                        Failure);
   CHECK(stage_schedule_from_name("interleaved_1f1b") == StageSchedule::interleaved);
 }
+
+TEST_CASE("unequal stages: the timeline plays each virtual stage's own pass times") {
+  // GPipe, 2 stages, 2 micro-batches; stage 0 forwards in 1 and backs in 2, stage 1 takes 2 and 2.
+  // Rank 1's forwards end at 3 and 5, its backwards at 7 and 9; rank 0's backwards at 9 and 11.
+  // Busy 6 + 8 of 2 x 11: a bubble of 8 / 22, above the equal stages' 1 / 3.
+  const PipelineShape shape{2, 2, 1};
+  const PipelineTimeline t = play_stage_passes(StageSchedule::gpipe, shape, StageCosts{{1, 2}, {2, 2}});
+  CHECK(t.step == 11.0);
+  CHECK(std::abs(t.bubble - 8.0 / 22.0) < 1e-12);
+  // Equal costs give the theory, whatever their unit.
+  const PipelineShape two{4, 8, 2};
+  const std::vector<double> forward(8, 0.5), backward(8, 1.0);
+  CHECK(std::abs(play_stage_passes(StageSchedule::interleaved, two, StageCosts{forward, backward}).bubble -
+                 stage_bubble_theory(StageSchedule::interleaved, two)) < 1e-9);
+  CHECK_THROWS_WITH_AS(play_stage_passes(StageSchedule::gpipe, shape, StageCosts{{1}, {2}}),
+                       doctest::Contains("1 forward and 1 backward costs for 2 virtual stages"), loom::Failure);
+}
