@@ -171,15 +171,19 @@ inline void check_one_step_changes(const std::string& m, const Layout& at, const
   check_tensors_close(one, minus(start, loom_dist_test::weights(dir / "g2" / "checkpoints" / "step-1")), 1e-5);
 }
 
-// A Mistral folder with a 5-position sliding window at dir / "mistral", written by transformers.
-inline fs::path write_mistral_window(const fs::path& dir) {
-  const fs::path folder = dir / "mistral";
+// A folder of tests/hf_models/transformers_reference.py's architecture `arch` (2 layers, a
+// 64-token vocabulary) at dir / name, written by transformers.
+inline fs::path write_hf_folder(const fs::path& dir, const std::string& arch, const std::string& name) {
+  const fs::path folder = dir / name;
   const auto written = loom_test::run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR +
-                                            "/tests/hf_models/transformers_reference.py write --arch mistral_window "
-                                            "--out " + folder.string() + " --seed 3");
+                                            "/tests/hf_models/transformers_reference.py write --arch " + arch +
+                                            " --out " + folder.string() + " --seed 3");
   REQUIRE_MESSAGE(written.code == 0, written.err);
   return folder;
 }
+
+// A Mistral folder with a 5-position sliding window at dir / "mistral".
+inline fs::path write_mistral_window(const fs::path& dir) { return write_hf_folder(dir, "mistral_window", "mistral"); }
 
 // A run's (eval_loss, eval_tokens) records, in order.
 inline std::vector<std::pair<double, double>> evaluations(const fs::path& run) {

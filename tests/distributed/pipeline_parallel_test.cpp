@@ -2,9 +2,9 @@
 // grouped-query llama of 8 layers cut into 2 and 4 stages, with GPipe, 1F1B and interleaved 1F1B,
 // and one of 2 layers with tensor and data parallelism (a 2 x 2 x 2 mesh) or with rows cut over
 // a context (ring) or sequence (Ulysses) group in each stage, trains to one process's losses and
-// gradient norms over 4 micro-batches a step; gpt too; one step changes every weight as one
-// process does; evaluation; checkpoints resume exactly on their layout and within 1e-5 at any
-// other P; what is not built is refused in one line.
+// gradient norms over 4 micro-batches a step; gpt and a Qwen3 folder (hf_causal_lm) too; one
+// step changes every weight as one process does; evaluation; checkpoints resume exactly on their
+// layout and within 1e-5 at any other P; what is not built is refused in one line.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
@@ -109,6 +109,16 @@ TEST_CASE("gpt (learned positions, tied output layer) over 2 stages gives one pr
   const std::string m =
       manifest(dir, "[model]\nuse = \"gpt\"\nn_layer = 4\nn_head = 4\nn_embd = 32\nseq_len = 16\n", "sgd", 0.5);
   check_same_run(train_micro(m, "w1", {1}), train_micro(m, "p2", stages_of(2, 2)));
+}
+
+TEST_CASE("hf_causal_lm on a Qwen3 folder (q/k norms, head_dim, untied output layer) over 2 stages gives one process's run, bit for bit") {
+  const fs::path dir = loom_test::tmp_dir("pp-qwen3");
+  const fs::path folder = write_hf_folder(dir, "qwen3", "qwen3");
+  const std::string m = manifest(dir, "[model]\nuse = \"hf_causal_lm\"\nfrom = \"" + folder.string() + "\"\nseq_len = 16\n");
+  const std::string vocab = " --set data.vocab_size=64";
+  const Logged one = train_micro(m, "w1", {1}, vocab), two = train_micro(m, "p2", stages_of(2, 2), vocab);
+  check_same_run(one, two);
+  CHECK(two.loss == one.loss);
 }
 
 TEST_CASE("one SGD step over 2 stages changes every weight as one process does: every gradient within 1e-5") {
