@@ -1,8 +1,8 @@
 // The GELU-tanh kernels: one thread per element, grid-stride, fp32 arithmetic. Memory-bound:
 // one read and one write forward, two reads and one write backward.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include <type_traits>
 
+#include "../cuda_common/elements.cuh"
 #include "gelu_tanh_kernel.hpp"
 
 namespace loom_ops::cuda {
@@ -10,13 +10,6 @@ namespace {
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;  // Hendrycks & Gimpel, arXiv:1606.08415, the tanh approximation
-
-__device__ inline float load(const float* p, int64_t i) { return p[i]; }
-__device__ inline float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ inline float load(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ inline void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ inline void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16(v); }
-__device__ inline void store(__half* p, int64_t i, float v) { p[i] = __float2half(v); }
 
 // sigmoid(2u): 0.5 (1 + tanh(u)) written with one exponential.
 __device__ inline float sigmoid_2u(float v) { return 1.0f / (1.0f + expf(-2.0f * kSqrt2OverPi * (v + kCubic * v * v * v))); }
@@ -58,12 +51,9 @@ cudaError_t launch(const GeluTanhParams& p, cudaStream_t stream, bool backward) 
 }
 
 cudaError_t dispatch(const GeluTanhParams& p, cudaStream_t stream, bool backward) {
-  switch (p.type) {
-    case ElementType::float32: return launch<float>(p, stream, backward);
-    case ElementType::bfloat16: return launch<__nv_bfloat16>(p, stream, backward);
-    case ElementType::float16: return launch<__half>(p, stream, backward);
-  }
-  return cudaErrorInvalidValue;
+  return dispatch_element_type(p.type, [&](auto* tag) {
+    return launch<std::remove_pointer_t<decltype(tag)>>(p, stream, backward);
+  });
 }
 
 }  // namespace

@@ -9,25 +9,16 @@
 #include <stdexcept>
 #include <string>
 
+#include "../cuda_common/element_type_of.hpp"
 #include "gelu_tanh_kernel.hpp"
 
 namespace loom_ops::cuda {
 namespace {
 
-ElementType element_type(const at::Tensor& x) {
-  switch (x.scalar_type()) {
-    case at::kFloat: return ElementType::float32;
-    case at::kBFloat16: return ElementType::bfloat16;
-    case at::kHalf: return ElementType::float16;
-    default: break;
-  }
-  refuse_arg("cuda::gelu_tanh", std::string("x must be float32, bfloat16 or float16, got ") + c10::toString(x.scalar_type()));
-}
-
 void run(bool backward, const at::Tensor& x, const at::Tensor& dy, at::Tensor& out) {
   const c10::cuda::CUDAGuard on_device(x.device());
   GeluTanhParams p;
-  p.type = element_type(x);
+  p.type = element_type_of(x, "cuda::gelu_tanh");
   p.count = x.numel();
   p.x = x.const_data_ptr();
   p.dy = dy.defined() ? dy.const_data_ptr() : nullptr;
@@ -60,7 +51,7 @@ struct GeluTanhCuda : torch::autograd::Function<GeluTanhCuda> {
 
 at::Tensor gelu_tanh(const at::Tensor& x) {
   check_arg(x.is_cuda(), "cuda::gelu_tanh", [&] { return "x must be a CUDA tensor, got one on " + x.device().str(); });
-  element_type(x);
+  element_type_of(x, "cuda::gelu_tanh");
   return GeluTanhCuda::apply(x.contiguous());
 }
 

@@ -8,9 +8,9 @@
 
 #include <cstdint>
 
-namespace loom_ops::cuda {
+#include "../cuda_common/element_type.hpp"
 
-enum class ElementType { float32, bfloat16, float16 };
+namespace loom_ops::cuda {
 
 struct GeluTanhParams {
   ElementType type = ElementType::float32;

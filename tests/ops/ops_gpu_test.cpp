@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <loom_ops/add_rms_norm.hpp>
 #include <loom_ops/block_attention.hpp>
 #include <loom_ops/chunked_loss.hpp>
 #include <loom_ops/fused_adamw.hpp>
@@ -24,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "add_rms_norm_check.hpp"
 #include "largest_error.hpp"
 
 using loom_ops_test::largest_error;
@@ -41,6 +43,34 @@ std::pair<at::Tensor, at::Tensor> value_and_grad(F f, const at::Tensor& x, const
 }
 
 }  // namespace
+
+TEST_CASE("cuda::add_rms_norm: the reference's values and gradients in float32, bfloat16 and float16") {
+  // Rows narrower and wider than a block's 256 threads, 700 rows (more than backward's 512
+  // blocks), gradients through both outputs and through y alone.
+  at::manual_seed(8);
+  struct Case { at::ScalarType type; double value, gradient; };
+  for (const int64_t d : {40, 1000, 4099}) {
+    CAPTURE(d);
+    const at::Tensor x = at::randn({700, d}, kCuda) * 2, delta = at::randn({700, d}, kCuda);
+    const at::Tensor w = at::rand({d}, kCuda) + 0.5, a = at::randn({700, d}, kCuda), b = at::randn({700, d}, kCuda);
+    for (const Case c : {Case{at::kFloat, 2e-6, 2e-5}, Case{at::kBFloat16, 1e-2, 3e-2}, Case{at::kHalf, 2e-3, 5e-3}}) {
+      const std::string type_name = c10::toString(c.type);
+      CAPTURE(type_name);
+      for (const bool through_s : {true, false}) {
+        CAPTURE(through_s);
+        const std::vector<double> errors = loom_ops_test::add_rms_norm_errors(
+            loom_ops::cuda::add_rms_norm, x.to(c.type), delta.to(c.type), w.to(c.type), through_s ? a : at::Tensor(), b);
+        for (size_t k = 0; k < errors.size(); ++k) {
+          CAPTURE(k);  // s, y, then the gradients of x, delta and w
+          CHECK(errors[k] < (k < 2 ? c.value : c.gradient));
+        }
+      }
+    }
+  }
+  CHECK_THROWS_AS(loom_ops::cuda::add_rms_norm(at::randn({2, 8}, kCuda), at::randn({2, 8}, kCuda),
+                                               at::ones({8}, kCuda).to(at::kBFloat16), 1e-6),
+                  std::invalid_argument);
+}
 
 TEST_CASE("cuda::gelu_tanh: the reference's values and gradients in float32, bfloat16 and float16") {
   at::manual_seed(3);

@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/core/grad_mode.h>
+#include <loom_ops/add_rms_norm.hpp>
 #include <loom_ops/block_attention.hpp>
 #include <loom_ops/gelu_tanh.hpp>
 #include <loom_ops/rms_norm.hpp>
@@ -123,6 +124,19 @@ int main(int argc, char** argv) {
     const Path norm = [&](const at::Tensor& x) { return loom_ops::rms_norm(x, weight, 1e-5); };
     const Path native = [&](const at::Tensor& x) { return at::rms_norm(x, {C}, weight.to(x.scalar_type()), 1e-5); };
     compare("rms_norm", hidden, {{"at::rms_norm", native}, {"entry", norm}}, o);
+
+    // The residual add and the norm after it (x is the residual stream, delta a branch's output);
+    // the path's y, s left to the next layer.
+    const at::Tensor delta = at::randn_like(hidden), weight_t = weight.to(t);
+    const auto add_norm = [&](decltype(&loom_ops::add_rms_norm) op) -> Path {
+      return [&, op](const at::Tensor& x) { return op(x, delta, weight_t, 1e-5).second; };
+    };
+    std::vector<std::pair<std::string, Path>> add_norms{{"reference", add_norm(loom_ops::reference::add_rms_norm)},
+                                                        {"entry", add_norm(loom_ops::add_rms_norm)}};
+#ifdef LOOM_BENCH_OPS_CUDA
+    if (o.device.is_cuda()) add_norms.emplace_back("cuda_kernel", add_norm(loom_ops::cuda::add_rms_norm));
+#endif
+    compare("add_rms_norm", hidden, add_norms, o);
 
     const loom_ops::Rope rope(T, C / H, 10000.0, o.device);
     const at::Tensor q = at::randn({B, H, T, C / H}, on.dtype(t));

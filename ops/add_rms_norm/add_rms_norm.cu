@@ -1,0 +1,114 @@
+// The residual add + RMSNorm kernels: one block of 256 threads a row (grid-stride over rows),
+// each thread a strided share of the row's columns, the row's sums reduced across the block in
+// fp32. The roundings are the reference's: s is rounded to the element type before it is squared
+// and normalised, the normalised value before it meets w, dy w before the norm's gradient.
+#include <type_traits>
+
+#include "../cuda_common/elements.cuh"
+#include "add_rms_norm_kernel.hpp"
+#include "add_rms_norm_math.hpp"
+
+namespace loom_ops::cuda {
+namespace {
+
+using add_rms_norm_math::inverse_rms;
+using add_rms_norm_math::normalised_grad;
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+// The block's sum of v, on every thread. `scratch` holds kWarps floats; the block syncs twice.
+__device__ float block_sum(float v, float* scratch) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = 0;
+  for (int k = 0; k < kWarps; ++k) total += scratch[k];
+  __syncthreads();  // every thread has read scratch before the next sum writes it
+  return total;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) forward_kernel(const T* x, const T* delta, const T* w, T* s, T* y,
+                                                           float* inverse, int64_t rows, int64_t d, float eps) {
+  __shared__ float scratch[kWarps];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t base = row * d;
+    float squares = 0;
+    for (int64_t j = threadIdx.x; j < d; j += kThreads) {
+      const float v = rounded<T>(load(x, base + j) + load(delta, base + j));
+      store(s, base + j, v);
+      squares += v * v;
+    }
+    const float r = inverse_rms(block_sum(squares, scratch), d, eps);
+    if (threadIdx.x == 0) inverse[row] = r;
+    for (int64_t j = threadIdx.x; j < d; j += kThreads)  // each thread reads back what it wrote
+      store(y, base + j, rounded<T>(load(s, base + j) * r) * load(w, j));
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) backward_kernel(const T* dy, const T* ds_in, const T* s, const T* w,
+                                                            const float* inverse, T* ds, float* dw_partial,
+                                                            int64_t rows, int64_t d) {
+  __shared__ float scratch[kWarps];
+  extern __shared__ float dw_sum[];  // d floats: this block's rows' dw; thread t owns columns t, t + 256, ...
+  for (int64_t j = threadIdx.x; j < d; j += kThreads) dw_sum[j] = 0;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t base = row * d;
+    const float r = inverse[row];
+    float dot = 0;
+    for (int64_t j = threadIdx.x; j < d; j += kThreads) {
+      const float g = load(dy, base + j), v = load(s, base + j);
+      dot += rounded<T>(g * load(w, j)) * v;
+      dw_sum[j] += g * rounded<T>(v * r);
+    }
+    dot = block_sum(dot, scratch);
+    for (int64_t j = threadIdx.x; j < d; j += kThreads) {
+      const float g = rounded<T>(normalised_grad(rounded<T>(load(dy, base + j) * load(w, j)), load(s, base + j), r, dot, d));
+      store(ds, base + j, ds_in ? g + load(ds_in, base + j) : g);
+    }
+  }
+  for (int64_t j = threadIdx.x; j < d; j += kThreads) dw_partial[blockIdx.x * d + j] = dw_sum[j];
+}
+
+unsigned forward_blocks(int64_t rows) { return static_cast<unsigned>(rows < 65535 ? (rows > 0 ? rows : 1) : 65535); }
+
+template <typename T>
+cudaError_t launch(const AddRmsNormParams& p, cudaStream_t stream, bool backward) {
+  if (p.rows == 0 || p.columns == 0) return cudaSuccess;
+  if (p.columns > kAddRmsNormMostColumns) return cudaErrorInvalidValue;
+  const T* w = static_cast<const T*>(p.w);
+  if (backward) {
+    const size_t shared = static_cast<size_t>(p.columns) * sizeof(float);
+    backward_kernel<T><<<static_cast<unsigned>(add_rms_norm_backward_blocks(p.rows)), kThreads, shared, stream>>>(
+        static_cast<const T*>(p.dy), static_cast<const T*>(p.ds_in), static_cast<const T*>(p.s), w, p.inverse_rms,
+        static_cast<T*>(p.ds), p.dw_partial, p.rows, p.columns);
+  } else {
+    forward_kernel<T><<<forward_blocks(p.rows), kThreads, 0, stream>>>(
+        static_cast<const T*>(p.x), static_cast<const T*>(p.delta), w, static_cast<T*>(p.s), static_cast<T*>(p.y),
+        p.inverse_rms, p.rows, p.columns, p.eps);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t dispatch(const AddRmsNormParams& p, cudaStream_t stream, bool backward) {
+  return dispatch_element_type(p.type, [&](auto* tag) {
+    return launch<std::remove_pointer_t<decltype(tag)>>(p, stream, backward);
+  });
+}
+
+}  // namespace
+
+// 512 blocks (several per SM on an H100's 132) hold the rows; each writes one row of dw_partial.
+int64_t add_rms_norm_backward_blocks(int64_t rows) { return rows < 512 ? (rows > 0 ? rows : 1) : 512; }
+
+cudaError_t launch_add_rms_norm_forward(const AddRmsNormParams& p, cudaStream_t stream) {
+  return dispatch(p, stream, false);
+}
+cudaError_t launch_add_rms_norm_backward(const AddRmsNormParams& p, cudaStream_t stream) {
+  return dispatch(p, stream, true);
+}
+
+}  // namespace loom_ops::cuda

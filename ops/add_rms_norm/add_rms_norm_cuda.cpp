@@ -1,0 +1,94 @@
+// The ATen side of the CUDA residual add + RMSNorm: checks, outputs, the stream, autograd. The
+// arithmetic is add_rms_norm.cu's.
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <loom_ops/add_rms_norm.hpp>
+#include <loom_ops/check_args.hpp>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "../cuda_common/element_type_of.hpp"
+#include "add_rms_norm_grads.hpp"
+#include "add_rms_norm_kernel.hpp"
+
+namespace loom_ops::cuda {
+namespace {
+
+constexpr const char* kOp = "cuda::add_rms_norm";
+
+void check_launch(cudaError_t status) {
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string("loom_ops::cuda::add_rms_norm: launch failed: ") + cudaGetErrorString(status));
+}
+
+AddRmsNormParams params_for(const at::Tensor& s, const at::Tensor& w, const at::Tensor& inverse) {
+  AddRmsNormParams p;
+  p.type = element_type_of(s, kOp);
+  p.columns = s.size(-1);
+  p.rows = s.numel() / p.columns;
+  p.w = w.const_data_ptr();
+  p.inverse_rms = inverse.mutable_data_ptr<float>();
+  return p;
+}
+
+cudaStream_t stream_of(const at::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+
+struct AddRmsNormCuda : torch::autograd::Function<AddRmsNormCuda> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                                                const at::Tensor& delta, const at::Tensor& w, double eps) {
+    const c10::cuda::CUDAGuard on_device(x.device());
+    at::Tensor s = at::empty_like(x), y = at::empty_like(x);
+    at::Tensor inverse = at::empty({x.numel() / x.size(-1)}, x.options().dtype(at::kFloat));
+    AddRmsNormParams p = params_for(s, w, inverse);
+    p.eps = static_cast<float>(eps);
+    p.x = x.const_data_ptr();
+    p.delta = delta.const_data_ptr();
+    p.s = s.mutable_data_ptr();
+    p.y = y.mutable_data_ptr();
+    check_launch(launch_add_rms_norm_forward(p, stream_of(x)));
+    ctx->save_for_backward({s, w, inverse});
+    return {s, y};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const add_rms_norm_detail::Incoming in = add_rms_norm_detail::incoming(ctx, grads);
+    if (!in.dy.defined()) return {in.ds_in, in.ds_in, at::Tensor(), at::Tensor()};
+    const at::Tensor &s = in.s, &w = in.w, &inverse = in.inverse_rms, &ds_in = in.ds_in, &dy = in.dy;
+    const c10::cuda::CUDAGuard on_device(s.device());
+    at::Tensor ds = at::empty_like(s);
+    AddRmsNormParams p = params_for(s, w, inverse);
+    at::Tensor partial = at::empty({add_rms_norm_backward_blocks(p.rows), p.columns}, s.options().dtype(at::kFloat));
+    p.s = const_cast<void*>(s.const_data_ptr());  // read only backward
+    p.dy = dy.const_data_ptr();
+    p.ds_in = ds_in.defined() ? ds_in.const_data_ptr() : nullptr;
+    p.ds = ds.mutable_data_ptr();
+    p.dw_partial = partial.mutable_data_ptr<float>();
+    check_launch(launch_add_rms_norm_backward(p, stream_of(s)));
+    return {ds, ds, partial.sum(0).to(w.scalar_type()), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,
+                                               double eps) {
+  for (const at::Tensor* t : {&x, &delta, &w})
+    check_arg(t->is_cuda() && t->device() == x.device() && t->scalar_type() == x.scalar_type(), kOp, [&] {
+      return "x, delta and w must be CUDA tensors of one dtype on one device, got " + t->device().str() + " " +
+             c10::toString(t->scalar_type()) + " beside " + x.device().str() + " " + c10::toString(x.scalar_type());
+    });
+  check_arg(x.dim() >= 1 && x.sizes() == delta.sizes() && w.dim() == 1 && w.size(0) == x.size(-1), kOp,
+            [] { return std::string("x and delta must be (..., D) of one shape and w (D)"); });
+  check_arg(x.size(-1) <= kAddRmsNormMostColumns, kOp, [&] {
+    return "rows of " + std::to_string(x.size(-1)) + " elements; the kernel takes " +
+           std::to_string(kAddRmsNormMostColumns) + " at most";
+  });
+  element_type_of(x, kOp);
+  const torch::autograd::variable_list out = AddRmsNormCuda::apply(x.contiguous(), delta.contiguous(), w.contiguous(), eps);
+  return {out[0], out[1]};
+}
+
+}  // namespace loom_ops::cuda
