@@ -4,8 +4,8 @@
 // read once for its norm instead of by six separate kernels.
 // On the CPU, contiguous fp32 tensors take a fused path (one pass a row forward, two backward);
 // anything else the reference's composition. The CUDA kernels (cuda::add_rms_norm, in
-// loom_ops_cuda) are called by name only: no model uses them until tools/device-check has held
-// them to the reference on a GPU and measured them.
+// loom_ops_cuda) are called by name only: the entry point does not take them on CUDA until
+// tools/device-check has held them to the reference on a GPU and measured them.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -19,6 +19,7 @@
 // D = head dim, F = MLP hidden width (ffn_hidden), L = n_layer, V = vocab_size.
 #include "llama/llama.hpp"
 
+#include <loom_ops/add_rms_norm.hpp>
 #include <loom_ops/grouped_linear.hpp>
 #include <loom_ops/rms_norm.hpp>
 #include <nlohmann/json.hpp>
@@ -259,8 +260,10 @@ class LlamaModel : public CausalLm {
       // Its outputs: (B, T, C), and a sparse layer's router logits and chosen experts.
       const auto layer = [this, i, layout](const at::Tensor& in) {
         const Layer& l = layers_[i];
-        const at::Tensor y = in + attention(l, i, rms_norm(in, l.input_norm, s_.rms_norm_eps), layout);
-        Outputs out = mlp(l, rms_norm(y, l.post_norm, s_.rms_norm_eps));
+        // The residual add and the norm after it, one op (fused where loom_ops/add_rms_norm.hpp says).
+        const auto [y, normed] = loom_ops::add_rms_norm(
+            in, attention(l, i, rms_norm(in, l.input_norm, s_.rms_norm_eps), layout), l.post_norm, s_.rms_norm_eps);
+        Outputs out = mlp(l, normed);
         out[0] = y + out[0];
         return out;
       };
