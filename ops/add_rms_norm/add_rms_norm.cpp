@@ -15,9 +15,9 @@ namespace loom_ops {
 namespace {
 
 void check_shapes(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w, const char* op) {
-  check_arg(x.dim() >= 1 && x.sizes() == delta.sizes(), op, [&] {
-    return "x and delta must have one shape of rank 1 or more, got " + std::to_string(x.dim()) + " and " +
-           std::to_string(delta.dim()) + " dimensions";
+  check_arg(x.dim() >= 1 && x.sizes() == delta.sizes() && x.size(-1) > 0, op, [&] {
+    return "x and delta must have one shape of rank 1 or more with rows of 1 element or more, got " +
+           std::to_string(x.dim()) + " and " + std::to_string(delta.dim()) + " dimensions";
   });
   check_arg(w.dim() == 1 && w.size(0) == x.size(-1), op,
             [&] { return "w must be (D) with D = x.size(-1) (" + std::to_string(x.size(-1)) + ")"; });

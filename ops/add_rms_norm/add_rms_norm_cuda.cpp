@@ -8,6 +8,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "../cuda_common/element_type_of.hpp"
 #include "add_rms_norm_grads.hpp"
@@ -60,7 +61,10 @@ struct AddRmsNormCuda : torch::autograd::Function<AddRmsNormCuda> {
     const c10::cuda::CUDAGuard on_device(s.device());
     at::Tensor ds = at::empty_like(s);
     AddRmsNormParams p = params_for(s, w, inverse);
-    at::Tensor partial = at::empty({add_rms_norm_backward_blocks(p.rows), p.columns}, s.options().dtype(at::kFloat));
+    // Every block writes its row of partial; with no rows no block runs, and dw is zeros.
+    const auto partial_options = s.options().dtype(at::kFloat);
+    const std::vector<int64_t> partial_shape{add_rms_norm_backward_blocks(p.rows), p.columns};
+    at::Tensor partial = p.rows == 0 ? at::zeros(partial_shape, partial_options) : at::empty(partial_shape, partial_options);
     p.s = const_cast<void*>(s.const_data_ptr());  // read only backward
     p.dy = dy.const_data_ptr();
     p.ds_in = ds_in.defined() ? ds_in.const_data_ptr() : nullptr;
@@ -80,8 +84,8 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Te
       return "x, delta and w must be CUDA tensors of one dtype on one device, got " + t->device().str() + " " +
              c10::toString(t->scalar_type()) + " beside " + x.device().str() + " " + c10::toString(x.scalar_type());
     });
-  check_arg(x.dim() >= 1 && x.sizes() == delta.sizes() && w.dim() == 1 && w.size(0) == x.size(-1), kOp,
-            [] { return std::string("x and delta must be (..., D) of one shape and w (D)"); });
+  check_arg(x.dim() >= 1 && x.sizes() == delta.sizes() && w.dim() == 1 && w.size(0) == x.size(-1) && x.size(-1) > 0,
+            kOp, [] { return std::string("x and delta must be (..., D) of one shape, D at least 1, and w (D)"); });
   check_arg(x.size(-1) <= kAddRmsNormMostColumns, kOp, [&] {
     return "rows of " + std::to_string(x.size(-1)) + " elements; the kernel takes " +
            std::to_string(kAddRmsNormMostColumns) + " at most";

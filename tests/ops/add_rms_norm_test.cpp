@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <loom_ops/add_rms_norm.hpp>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <stdexcept>
 #include <string>
@@ -46,9 +47,18 @@ TEST_CASE("add_rms_norm: strided, bfloat16 and double inputs take the reference'
   }
 }
 
+TEST_CASE("add_rms_norm: no rows give empty outputs and a zero gradient of w") {
+  const at::Tensor w = (at::rand({16}) + 0.5).requires_grad_(true);
+  const auto [s, y] = loom_ops::add_rms_norm(at::zeros({0, 16}), at::zeros({0, 16}), w, 1e-6);
+  CHECK(y.numel() == 0);
+  CHECK(torch::autograd::grad({y.sum()}, {w})[0].abs().sum().item<double>() == 0.0);
+}
+
 TEST_CASE("add_rms_norm refuses mismatched shapes by name") {
   CHECK_THROWS_WITH_AS(loom_ops::add_rms_norm(at::randn({2, 8}), at::randn({2, 7}), at::ones({8}), 1e-5),
                        doctest::Contains("add_rms_norm"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(loom_ops::add_rms_norm(at::randn({2, 8}), at::randn({2, 8}), at::ones({7}), 1e-5),
                        doctest::Contains("w must be (D)"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(loom_ops::add_rms_norm(at::randn({2, 0}), at::randn({2, 0}), at::ones({0}), 1e-5),
+                       doctest::Contains("rows of 1 element or more"), std::invalid_argument);
 }

@@ -67,6 +67,12 @@ TEST_CASE("cuda::add_rms_norm: the reference's values and gradients in float32, 
       }
     }
   }
+  {  // no rows: empty outputs and a zero gradient of w (no block runs)
+    const at::Tensor w = (at::rand({16}, kCuda) + 0.5).requires_grad_(true);
+    const auto [s, y] = loom_ops::cuda::add_rms_norm(at::zeros({0, 16}, kCuda), at::zeros({0, 16}, kCuda), w, 1e-6);
+    CHECK(y.numel() == 0);
+    CHECK(torch::autograd::grad({y.sum()}, {w})[0].abs().sum().item<double>() == 0.0);
+  }
   CHECK_THROWS_AS(loom_ops::cuda::add_rms_norm(at::randn({2, 8}, kCuda), at::randn({2, 8}, kCuda),
                                                at::ones({8}, kCuda).to(at::kBFloat16), 1e-6),
                   std::invalid_argument);
