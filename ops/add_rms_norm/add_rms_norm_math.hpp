@@ -7,11 +7,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define LOOM_OPS_HOST_DEVICE __host__ __device__
-#else
-#define LOOM_OPS_HOST_DEVICE
-#endif
+#include "../cuda_common/host_device.hpp"
 
 namespace loom_ops::add_rms_norm_math {
 

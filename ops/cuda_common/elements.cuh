@@ -26,6 +26,13 @@ template <> __device__ inline float rounded<float>(float v) { return v; }
 template <> __device__ inline float rounded<__nv_bfloat16>(float v) { return __bfloat162float(__float2bfloat16(v)); }
 template <> __device__ inline float rounded<__half>(float v) { return __half2float(__float2half(v)); }
 
+// The blocks of `threads` threads an elementwise grid-stride kernel over n elements starts:
+// enough to fill the device several times over (at most 65535); the loop covers the rest.
+inline unsigned grid_stride_blocks(int64_t n, int threads) {
+  const int64_t wanted = (n + threads - 1) / threads;
+  return static_cast<unsigned>(wanted < 65535 ? (wanted > 0 ? wanted : 1) : 65535);
+}
+
 // launch(static_cast<T*>(nullptr)) for the C++ type T of `type` (a generic lambda takes the
 // pointer as `auto* tag` and names T as std::remove_pointer_t<decltype(tag)>): the launch's
 // status, or cudaErrorInvalidValue for a type outside the enum.

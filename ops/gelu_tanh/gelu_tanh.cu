@@ -32,21 +32,15 @@ __global__ void backward_kernel(const T* dy, const T* x, T* dx, int64_t n) {
 
 constexpr int kThreads = 256;
 
-// Enough blocks to fill the device several times over; the grid-stride loop covers the rest.
-unsigned blocks_for(int64_t n) {
-  const int64_t wanted = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(wanted < 65535 ? (wanted > 0 ? wanted : 1) : 65535);
-}
-
 template <typename T>
 cudaError_t launch(const GeluTanhParams& p, cudaStream_t stream, bool backward) {
   const T* x = static_cast<const T*>(p.x);
   T* out = static_cast<T*>(p.out);
   if (p.count == 0) return cudaSuccess;
   if (backward)
-    backward_kernel<T><<<blocks_for(p.count), kThreads, 0, stream>>>(static_cast<const T*>(p.dy), x, out, p.count);
+    backward_kernel<T><<<grid_stride_blocks(p.count, kThreads), kThreads, 0, stream>>>(static_cast<const T*>(p.dy), x, out, p.count);
   else
-    forward_kernel<T><<<blocks_for(p.count), kThreads, 0, stream>>>(x, out, p.count);
+    forward_kernel<T><<<grid_stride_blocks(p.count, kThreads), kThreads, 0, stream>>>(x, out, p.count);
   return cudaGetLastError();
 }
 

@@ -13,6 +13,7 @@
 #include <loom_ops/chunked_loss.hpp>
 #include <loom_ops/fused_adamw.hpp>
 #include <loom_ops/gelu_tanh.hpp>
+#include <loom_ops/swiglu.hpp>
 #include <loom_ops/grouped_linear.hpp>
 #include <loom_ops/rms_norm.hpp>
 #include <loom_ops/rotary.hpp>
@@ -76,6 +77,36 @@ TEST_CASE("cuda::add_rms_norm: the reference's values and gradients in float32, 
   CHECK_THROWS_AS(loom_ops::cuda::add_rms_norm(at::randn({2, 8}, kCuda), at::randn({2, 8}, kCuda),
                                                at::ones({8}, kCuda).to(at::kBFloat16), 1e-6),
                   std::invalid_argument);
+}
+
+TEST_CASE("cuda::swiglu: the reference's values and gradients in float32, bfloat16 and float16") {
+  at::manual_seed(5);
+  const at::Tensor gate = at::cat({at::randn({1'000'003}) * 3, at::linspace(-30, 30, 4001)}).to(kCuda.device());
+  const at::Tensor up = at::randn_like(gate), w = at::randn_like(gate);
+  // y, then the gradients of sum(y * w) with respect to gate and up.
+  const auto run = [&](auto f, at::ScalarType type) {
+    const at::Tensor g = gate.to(type).requires_grad_(true), u = up.to(type).requires_grad_(true);
+    const at::Tensor y = f(g, u);
+    const auto grads = torch::autograd::grad({(y * w.to(type)).sum()}, {g, u});
+    return std::vector<at::Tensor>{y.detach(), grads[0], grads[1]};
+  };
+  const std::vector<at::Tensor> exact = run(loom_ops::reference::swiglu, at::kDouble);
+  struct Case { at::ScalarType type; double value, gradient; };
+  for (const Case c : {Case{at::kFloat, 1e-6, 2e-6}, Case{at::kBFloat16, 1e-2, 2e-2}, Case{at::kHalf, 2e-3, 4e-3}}) {
+    const std::string type_name = c10::toString(c.type);
+    CAPTURE(type_name);
+    const std::vector<at::Tensor> got = run(loom_ops::cuda::swiglu, c.type);
+    CHECK((got[0].scalar_type() == c.type));
+    for (size_t k = 0; k < got.size(); ++k) {
+      CAPTURE(k);  // y, d gate, d up
+      CHECK(largest_error(got[k], exact[k]) < (k == 0 ? c.value : c.gradient));
+    }
+  }
+  const at::Tensor strided = at::randn({64, 64}, kCuda).t(), other = at::randn({64, 64}, kCuda);
+  CHECK(largest_error(loom_ops::cuda::swiglu(strided, other), loom_ops::reference::swiglu(strided, other)) < 1e-6);
+  CHECK(loom_ops::cuda::swiglu(at::empty({0}, kCuda), at::empty({0}, kCuda)).numel() == 0);
+  CHECK_THROWS_AS(loom_ops::cuda::swiglu(at::randn({4}), at::randn({4})), std::invalid_argument);
+  CHECK_THROWS_AS(loom_ops::cuda::swiglu(at::randn({4}, kCuda), at::randn({2, 4}, kCuda)), std::invalid_argument);
 }
 
 TEST_CASE("cuda::gelu_tanh: the reference's values and gradients in float32, bfloat16 and float16") {

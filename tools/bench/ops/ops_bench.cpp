@@ -13,6 +13,7 @@
 #include <loom_ops/add_rms_norm.hpp>
 #include <loom_ops/block_attention.hpp>
 #include <loom_ops/gelu_tanh.hpp>
+#include <loom_ops/swiglu.hpp>
 #include <loom_ops/rms_norm.hpp>
 #include <loom_ops/rotary.hpp>
 #include <torch/csrc/autograd/autograd.h>
@@ -119,6 +120,18 @@ int main(int argc, char** argv) {
     if (o.device.is_cuda()) gelu.emplace_back("cuda_kernel", loom_ops::cuda::gelu_tanh);
 #endif
     compare("gelu_tanh", mlp, gelu, o);
+
+    // SwiGLU on the MLP's hidden activations, x as both gate and up so that backward computes
+    // both gradients, as in training (each path then adds them: one add in either).
+    const auto both_halves = [](decltype(&loom_ops::swiglu) op) -> Path {
+      return [op](const at::Tensor& x) { return op(x, x); };
+    };
+    std::vector<std::pair<std::string, Path>> swiglus{{"reference", both_halves(loom_ops::reference::swiglu)},
+                                                      {"entry", both_halves(loom_ops::swiglu)}};
+#ifdef LOOM_BENCH_OPS_CUDA
+    if (o.device.is_cuda()) swiglus.emplace_back("cuda_kernel", both_halves(loom_ops::cuda::swiglu));
+#endif
+    compare("swiglu", mlp, swiglus, o);
 
     const at::Tensor hidden = at::randn({B, T, C}, on.dtype(t)), weight = at::rand({C}, on) + 0.5;
     const Path norm = [&](const at::Tensor& x) { return loom_ops::rms_norm(x, weight, 1e-5); };

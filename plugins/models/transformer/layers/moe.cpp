@@ -1,6 +1,7 @@
 #include "layers/moe.hpp"
 
 #include <loom_ops/grouped_linear.hpp>
+#include <loom_ops/swiglu.hpp>
 
 #include <algorithm>
 
@@ -26,8 +27,8 @@ namespace ep = loom::expert_parallel;
 // The SwiGLU of w's experts on rows sorted by expert (counts: rows per expert of w).
 at::Tensor experts_of(const MoeWeights& w, const at::Tensor& rows, const at::Tensor& counts) {
   if (rows.size(0) == 0) return at::zeros({0, w.down.front().size(0)}, rows.options());
-  const at::Tensor gate = loom_ops::grouped_linear(rows, w.gate, counts);
-  const at::Tensor h = at::silu(gate) * loom_ops::grouped_linear(rows, w.up, counts);
+  const at::Tensor h =
+      loom_ops::swiglu(loom_ops::grouped_linear(rows, w.gate, counts), loom_ops::grouped_linear(rows, w.up, counts));
   return loom_ops::grouped_linear(h, w.down, counts);
 }
 
@@ -89,8 +90,8 @@ MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x,
   const at::Tensor y = computed * top.reshape({-1}).index_select(0, order).unsqueeze(1);
   at::Tensor sum = at::zeros({N, C}, y.options()).index_add(0, token, y);             // (N, C)
   if (w.shared_gate.defined()) {
-    const at::Tensor shared = at::linear(at::silu(at::linear(flat, w.shared_gate)) * at::linear(flat, w.shared_up),
-                                         w.shared_down);
+    const at::Tensor shared =
+        at::linear(loom_ops::swiglu(at::linear(flat, w.shared_gate), at::linear(flat, w.shared_up)), w.shared_down);
     sum = sum + at::sigmoid(at::linear(flat, w.shared_expert_gate)) * shared;
   }
   out.y = sum.view(x.sizes());

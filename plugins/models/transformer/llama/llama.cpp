@@ -20,6 +20,7 @@
 #include "llama/llama.hpp"
 
 #include <loom_ops/add_rms_norm.hpp>
+#include <loom_ops/swiglu.hpp>
 #include <loom_ops/grouped_linear.hpp>
 #include <loom_ops/rms_norm.hpp>
 #include <nlohmann/json.hpp>
@@ -320,8 +321,9 @@ class LlamaModel : public CausalLm {
     }
     const at::Tensor none;  // the MLP has no biases
     const at::Tensor in = tp::enter(x, tp_);
-    const at::Tensor h = at::silu(l.gate_proj(in, none, training_)) * l.up_proj(in, none, training_);  // (B, T, F/T)
-    return {maybe_dropout(row_parallel(l.down_proj, h, none), s_.dropout, training_)};                  // (B, T, C)
+    // silu(gate) * up, one op (fused where loom_ops/swiglu.hpp says): (B, T, F/T)
+    const at::Tensor h = loom_ops::swiglu(l.gate_proj(in, none, training_), l.up_proj(in, none, training_));
+    return {maybe_dropout(row_parallel(l.down_proj, h, none), s_.dropout, training_)};  // (B, T, C)
   }
 
   LlamaSpec s_;
