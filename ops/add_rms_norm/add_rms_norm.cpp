@@ -78,7 +78,7 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Te
                                                double eps) {
   check_shapes(x, delta, w, "reference::add_rms_norm");
   const at::Tensor s = x + delta;
-  return {s, rms_norm(s, w, eps)};
+  return {s, reference::rms_norm(s, w, eps)};
 }
 }  // namespace reference
 

@@ -4,30 +4,19 @@
 // and normalised, the normalised value before it meets w, dy w before the norm's gradient.
 #include <type_traits>
 
+#include "../cuda_common/block_sum.cuh"
 #include "../cuda_common/elements.cuh"
 #include "add_rms_norm_kernel.hpp"
-#include "add_rms_norm_math.hpp"
+#include "../cuda_common/rms_norm_math.hpp"
 
 namespace loom_ops::cuda {
 namespace {
 
-using add_rms_norm_math::inverse_rms;
-using add_rms_norm_math::normalised_grad;
+using rms_norm_math::inverse_rms;
+using rms_norm_math::normalised_grad;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-
-// The block's sum of v, on every thread. `scratch` holds kWarps floats; the block syncs twice.
-__device__ float block_sum(float v, float* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float total = 0;
-  for (int k = 0; k < kWarps; ++k) total += scratch[k];
-  __syncthreads();  // every thread has read scratch before the next sum writes it
-  return total;
-}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) forward_kernel(const T* x, const T* delta, const T* w, T* s, T* y,
@@ -41,7 +30,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* x, const T* 
       store(s, base + j, v);
       squares += v * v;
     }
-    const float r = inverse_rms(block_sum(squares, scratch), d, eps);
+    const float r = inverse_rms(block_sum<kWarps>(squares, scratch), d, eps);
     if (threadIdx.x == 0) inverse[row] = r;
     for (int64_t j = threadIdx.x; j < d; j += kThreads)  // each thread reads back what it wrote
       store(y, base + j, rounded<T>(load(s, base + j) * r) * load(w, j));
@@ -64,7 +53,7 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const T* dy, const T
       dot += rounded<T>(g * load(w, j)) * v;
       dw_sum[j] += g * rounded<T>(v * r);
     }
-    dot = block_sum(dot, scratch);
+    dot = block_sum<kWarps>(dot, scratch);
     for (int64_t j = threadIdx.x; j < d; j += kThreads) {
       const float g = rounded<T>(normalised_grad(rounded<T>(load(dy, base + j) * load(w, j)), load(s, base + j), r, dot, d));
       store(ds, base + j, ds_in ? g + load(ds_in, base + j) : g);

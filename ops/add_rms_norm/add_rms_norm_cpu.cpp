@@ -1,25 +1,30 @@
 #include "add_rms_norm_cpu.hpp"
 
-#include "add_rms_norm_math.hpp"
+#include "../cuda_common/rms_norm_math.hpp"
 
 namespace loom_ops::cpu {
 
-using add_rms_norm_math::inverse_rms;
-using add_rms_norm_math::normalised_grad;
+using rms_norm_math::inverse_rms;
+using rms_norm_math::normalised_grad;
 
 void add_rms_norm_forward(const float* x, const float* delta, const float* w, float* s, float* y, float* inverse,
                           int64_t begin, int64_t end, int64_t d, float eps) {
   for (int64_t row = begin; row < end; ++row) {
     const int64_t base = row * d;
     float squares = 0;
-    for (int64_t j = 0; j < d; ++j) {
-      const float v = x[base + j] + delta[base + j];
-      s[base + j] = v;
-      squares += v * v;
+    if (delta) {
+      for (int64_t j = 0; j < d; ++j) {
+        const float v = x[base + j] + delta[base + j];
+        s[base + j] = v;
+        squares += v * v;
+      }
+    } else {
+      for (int64_t j = 0; j < d; ++j) squares += x[base + j] * x[base + j];
     }
     const float r = inverse_rms(squares, d, eps);
     inverse[row] = r;
-    for (int64_t j = 0; j < d; ++j) y[base + j] = s[base + j] * r * w[j];
+    const float* normed = delta ? s : x;
+    for (int64_t j = 0; j < d; ++j) y[base + j] = normed[base + j] * r * w[j];
   }
 }
 

@@ -1,7 +1,7 @@
 // add_rms_norm_test.cpp: the fused residual add + RMSNorm (ops/add_rms_norm/) on the CPU against
 // the reference (x + delta, then rms_norm) in double: values and the gradients of x, delta and w
 // through both outputs, over rows of many widths; what the fused path does not take goes to the
-// reference unchanged; bad shapes refused by name. The loops run add_rms_norm_math.hpp's
+// reference unchanged; bad shapes refused by name. The loops run cuda_common/rms_norm_math.hpp's
 // formulas, the ones the CUDA kernels run (ops_gpu_test.cpp holds those on a GPU).
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "add_rms_norm_check.hpp"
+#include "add_norm_check.hpp"
 
 using loom_ops_test::add_rms_norm_errors;
 using loom_ops_test::add_rms_norm_outputs;

@@ -8,11 +8,13 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <loom_ops/add_layer_norm.hpp>
 #include <loom_ops/add_rms_norm.hpp>
 #include <loom_ops/block_attention.hpp>
 #include <loom_ops/chunked_loss.hpp>
 #include <loom_ops/fused_adamw.hpp>
 #include <loom_ops/gelu_tanh.hpp>
+#include <loom_ops/rope_heads.hpp>
 #include <loom_ops/swiglu.hpp>
 #include <loom_ops/grouped_linear.hpp>
 #include <loom_ops/rms_norm.hpp>
@@ -26,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "add_rms_norm_check.hpp"
+#include "add_norm_check.hpp"
 #include "largest_error.hpp"
 
 using loom_ops_test::largest_error;
@@ -44,6 +46,47 @@ std::pair<at::Tensor, at::Tensor> value_and_grad(F f, const at::Tensor& x, const
 }
 
 }  // namespace
+
+TEST_CASE("cuda::add_layer_norm: the reference's values and gradients in float32, bfloat16 and float16") {
+  // Rows narrower and wider than a block's 256 threads, 700 rows (more than backward's 512
+  // blocks), with and without a bias, gradients through both outputs and through y alone.
+  at::manual_seed(18);
+  struct Case { at::ScalarType type; double value, gradient; };
+  for (const int64_t d : {40, 768, 4099}) {
+    CAPTURE(d);
+    const at::Tensor x = at::randn({700, d}, kCuda) * 2 + 3, delta = at::randn({700, d}, kCuda);
+    const at::Tensor w = at::rand({d}, kCuda) + 0.5, bias = at::randn({d}, kCuda);
+    const at::Tensor a = at::randn({700, d}, kCuda), gy = at::randn({700, d}, kCuda);
+    for (const Case c : {Case{at::kFloat, 2e-6, 2e-5}, Case{at::kBFloat16, 1e-2, 3e-2}, Case{at::kHalf, 2e-3, 5e-3}}) {
+      const std::string type_name = c10::toString(c.type);
+      CAPTURE(type_name);
+      for (const bool with_bias : {true, false}) {
+        for (const bool through_s : {true, false}) {
+          CAPTURE(with_bias);
+          CAPTURE(through_s);
+          const std::vector<double> errors = loom_ops_test::add_norm_errors(
+              loom_ops::cuda::add_layer_norm, loom_ops::reference::add_layer_norm, x.to(c.type), delta.to(c.type),
+              w.to(c.type), with_bias ? bias.to(c.type) : at::Tensor(), through_s ? a : at::Tensor(), gy);
+          for (size_t k = 0; k < errors.size(); ++k) {
+            CAPTURE(k);  // s, y, then the gradients of x, delta, w and b
+            CHECK(errors[k] < (k < 2 ? c.value : c.gradient));
+          }
+        }
+      }
+    }
+  }
+  {  // no rows: empty outputs and zero gradients of w and b (no block runs)
+    const at::Tensor w = (at::rand({16}, kCuda) + 0.5).requires_grad_(true), bias = at::zeros({16}, kCuda).requires_grad_(true);
+    const auto [s, y] = loom_ops::cuda::add_layer_norm(at::zeros({0, 16}, kCuda), at::zeros({0, 16}, kCuda), w, bias, 1e-5);
+    CHECK(y.numel() == 0);
+    const auto grads = torch::autograd::grad({y.sum()}, {w, bias});
+    CHECK(grads[0].abs().sum().item<double>() == 0.0);
+    CHECK(grads[1].abs().sum().item<double>() == 0.0);
+  }
+  CHECK_THROWS_AS(loom_ops::cuda::add_layer_norm(at::randn({2, 8}, kCuda), at::randn({2, 8}, kCuda),
+                                                 at::ones({8}, kCuda).to(at::kBFloat16), {}, 1e-5),
+                  std::invalid_argument);
+}
 
 TEST_CASE("cuda::add_rms_norm: the reference's values and gradients in float32, bfloat16 and float16") {
   // Rows narrower and wider than a block's 256 threads, 700 rows (more than backward's 512
@@ -77,6 +120,62 @@ TEST_CASE("cuda::add_rms_norm: the reference's values and gradients in float32, 
   CHECK_THROWS_AS(loom_ops::cuda::add_rms_norm(at::randn({2, 8}, kCuda), at::randn({2, 8}, kCuda),
                                                at::ones({8}, kCuda).to(at::kBFloat16), 1e-6),
                   std::invalid_argument);
+}
+
+TEST_CASE("cuda::rope_heads: the reference's values and gradients in float32, bfloat16 and float16") {
+  // Heads of 64, 128 and 256 channels (2 to 8 pairs a lane), with and without Qwen3's per-head
+  // norm (its weight of x's dtype, or float32 as under autocast: the result then float32), with
+  // and without packed positions; more rows than one launch's blocks hold.
+  at::manual_seed(13);
+  for (const int64_t D : {64, 128, 256}) {
+    const loom_ops::Rope rope(300, D, 10000.0, kCuda.device());
+    loom_ops::Rope exact_table;
+    exact_table.cos = rope.cos.to(at::kDouble);
+    exact_table.sin = rope.sin.to(at::kDouble);
+    const at::Tensor x = at::randn({4, 260, 40, D}, kCuda) * 2, w = at::rand({D}, kCuda) + 0.5;
+    const at::Tensor a = at::randn({4, 40, 260, D}, kCuda), packed = at::randint(0, 300, {4, 260}, kCuda.dtype(at::kLong));
+    struct Case { at::ScalarType type, weight_type; double value, gradient; };
+    for (const Case c : {Case{at::kFloat, at::kFloat, 2e-6, 2e-5}, Case{at::kBFloat16, at::kBFloat16, 2e-2, 4e-2},
+                         Case{at::kBFloat16, at::kFloat, 1e-2, 3e-2}, Case{at::kHalf, at::kHalf, 3e-3, 6e-3}}) {
+      for (const bool norm : {false, true}) {
+        for (const bool with_positions : {false, true}) {
+          const std::string type_name = c10::toString(c.type), weight_name = c10::toString(c.weight_type);
+          CAPTURE(D);
+          CAPTURE(type_name);
+          CAPTURE(weight_name);
+          CAPTURE(norm);
+          CAPTURE(with_positions);
+          const at::Tensor positions = with_positions ? packed : at::Tensor();
+          // y, then the gradients of sum(y * a) with respect to x and (with a norm) w.
+          const auto run = [&](auto op, const loom_ops::Rope& table, at::ScalarType type, at::ScalarType weight_type) {
+            const at::Tensor in = x.to(type).requires_grad_(true);
+            const at::Tensor weight = norm ? w.to(weight_type).requires_grad_(true) : at::Tensor();
+            const at::Tensor y = op(table, in, positions, weight, 1e-6);
+            std::vector<at::Tensor> wrt{in};
+            if (norm) wrt.push_back(weight);
+            auto out = torch::autograd::grad({(y * a.to(y.scalar_type())).sum()}, wrt);
+            out.insert(out.begin(), y.detach());
+            return out;
+          };
+          const auto got = run(loom_ops::cuda::rope_heads, rope, c.type, c.weight_type);
+          const auto exact = run(loom_ops::reference::rope_heads, exact_table, at::kDouble, at::kDouble);
+          CHECK((got[0].scalar_type() == (norm ? c.weight_type : c.type)));
+          CHECK(got[0].is_contiguous());
+          for (size_t k = 0; k < got.size(); ++k) {
+            CAPTURE(k);  // y, d x, d w
+            CHECK(largest_error(got[k], exact[k]) < (k == 0 ? c.value : c.gradient));
+          }
+        }
+      }
+    }
+  }
+  const loom_ops::Rope rope(8, 8, 10000.0, kCuda.device());
+  CHECK(loom_ops::cuda::rope_heads(rope, at::empty({0, 4, 2, 8}, kCuda), at::Tensor(), at::Tensor(), 1e-6).numel() == 0);
+  CHECK_THROWS_AS(loom_ops::cuda::rope_heads(rope, at::randn({1, 4, 2, 8}), at::Tensor(), at::Tensor(), 1e-6),
+                  std::invalid_argument);  // x on the CPU
+  CHECK_THROWS_AS(loom_ops::cuda::rope_heads(rope, at::randn({1, 4, 2, 8}, kCuda.dtype(at::kBFloat16)), at::Tensor(),
+                                             at::ones({8}, kCuda.dtype(at::kHalf)), 1e-6),
+                  std::invalid_argument);  // a norm weight of a third dtype
 }
 
 TEST_CASE("cuda::swiglu: the reference's values and gradients in float32, bfloat16 and float16") {

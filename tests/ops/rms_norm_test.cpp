@@ -1,6 +1,7 @@
 // rms_norm_test.cpp: the RMSNorm op (ops/rms_norm/) against LibTorch's own at::rms_norm in
-// double, and in bfloat16 against Hugging Face's order of casts (normalise in fp32, round to
-// the input's dtype, then scale); bad shapes refused by name.
+// double (the fused CPU loops for fp32, over rows enough to split across threads), and in
+// bfloat16 against Hugging Face's order of casts (normalise in fp32, round to the input's
+// dtype, then scale); what the loops do not take goes to the reference; bad shapes refused.
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
@@ -36,6 +37,28 @@ TEST_CASE("rms_norm: bfloat16 input rounds after normalising and before scaling,
   const at::Tensor got = loom_ops::rms_norm(x, w, 1e-5);
   CHECK((got.scalar_type() == at::kFloat));
   CHECK(largest_error(got, want) < 1e-2);  // one bf16 rounding apart at most (rsqrt against 1/sqrt)
+}
+
+TEST_CASE("rms_norm: the fused loops over many rows; strided and bfloat16 inputs take the reference's path") {
+  at::manual_seed(6);
+  const at::Tensor x = at::randn({64, 37, 96}, at::kDouble) * 3, w = at::rand({96}, at::kDouble) + 0.5;
+  const at::Tensor up = at::randn({64, 37, 96}, at::kDouble);
+  const auto value_and_grads = [&](auto op, const at::Tensor& input, const at::Tensor& weight) {
+    const at::Tensor xi = input.detach().clone().requires_grad_(true), wi = weight.detach().clone().requires_grad_(true);
+    const at::Tensor y = op(xi, wi, 1e-6);
+    auto out = torch::autograd::grad({(y * up.to(y.scalar_type())).sum()}, {xi, wi});
+    out.insert(out.begin(), y.detach());
+    return out;
+  };
+  const auto fused = value_and_grads(loom_ops::rms_norm, x.to(at::kFloat), w.to(at::kFloat));
+  const auto exact = value_and_grads(loom_ops::reference::rms_norm, x, w);
+  for (size_t k = 0; k < fused.size(); ++k) {
+    CAPTURE(k);  // y, d x, d w
+    CHECK(largest_error(fused[k], exact[k]) < 2e-6);
+  }
+  const at::Tensor strided = x.to(at::kFloat).transpose(0, 1), halves = x.to(at::kBFloat16), w32 = w.to(at::kFloat);
+  CHECK(at::equal(loom_ops::rms_norm(strided, w32, 1e-6), loom_ops::reference::rms_norm(strided, w32, 1e-6)));
+  CHECK(at::equal(loom_ops::rms_norm(halves, w32, 1e-6), loom_ops::reference::rms_norm(halves, w32, 1e-6)));
 }
 
 TEST_CASE("rms_norm refuses a weight that does not match the last dimension") {

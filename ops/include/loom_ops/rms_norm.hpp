@@ -3,8 +3,8 @@
 // dtype, cast back to it, then scaled by the weight,
 //   w * (x / sqrt(mean(x^2) + eps))   over the last dimension.
 // The order of the casts is part of the contract: the models match transformers' logits with
-// it. Today the entry point is that composition of LibTorch ops on every device (its own
-// reference); a fused CUDA kernel comes with the GPU speed work and must match it.
+// it. On the CPU, contiguous fp32 x and w take fused loops (ops/add_rms_norm/'s, with no add: one
+// pass a row forward, two backward); anything else the reference's composition of LibTorch ops.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -14,5 +14,10 @@ namespace loom_ops {
 // x: (..., D); w: (D). Differentiable. The result has the dtype of x times w (LibTorch's
 // promotion), as in transformers.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
+
+namespace reference {
+// The composition: (x.float() * rsqrt(mean(x.float()^2) + eps)).to(x's dtype) * w.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
+}  // namespace reference
 
 }  // namespace loom_ops

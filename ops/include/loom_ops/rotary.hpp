@@ -1,7 +1,8 @@
 // rotary.hpp: rotary position embeddings (Su et al. 2021) in Hugging Face's "rotate_half"
 // layout, with the context-stretching rules config.json's rope_scaling names (linear, llama3,
 // YaRN). The tables are made in double and kept in fp32; apply() is LibTorch ops on every
-// device, its own reference (a fused CUDA kernel comes with the GPU speed work).
+// device, its own reference. The models rotate q and k through loom_ops/rope_heads.hpp, which
+// fuses the rotation with the per-head norm and the layout attention takes.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -10,12 +10,14 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/core/grad_mode.h>
+#include <loom_ops/add_layer_norm.hpp>
 #include <loom_ops/add_rms_norm.hpp>
 #include <loom_ops/block_attention.hpp>
 #include <loom_ops/gelu_tanh.hpp>
-#include <loom_ops/swiglu.hpp>
 #include <loom_ops/rms_norm.hpp>
+#include <loom_ops/rope_heads.hpp>
 #include <loom_ops/rotary.hpp>
+#include <loom_ops/swiglu.hpp>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
@@ -136,7 +138,8 @@ int main(int argc, char** argv) {
     const at::Tensor hidden = at::randn({B, T, C}, on.dtype(t)), weight = at::rand({C}, on) + 0.5;
     const Path norm = [&](const at::Tensor& x) { return loom_ops::rms_norm(x, weight, 1e-5); };
     const Path native = [&](const at::Tensor& x) { return at::rms_norm(x, {C}, weight.to(x.scalar_type()), 1e-5); };
-    compare("rms_norm", hidden, {{"at::rms_norm", native}, {"entry", norm}}, o);
+    const Path composed = [&](const at::Tensor& x) { return loom_ops::reference::rms_norm(x, weight, 1e-5); };
+    compare("rms_norm", hidden, {{"reference", composed}, {"at::rms_norm", native}, {"entry", norm}}, o);
 
     // The residual add and the norm after it (x is the residual stream, delta a branch's output);
     // the path's y, s left to the next layer.
@@ -151,9 +154,37 @@ int main(int argc, char** argv) {
 #endif
     compare("add_rms_norm", hidden, add_norms, o);
 
+    // GPT-2's pair: the residual add and the LayerNorm (with its bias) before the MLP.
+    const at::Tensor bias_t = at::randn({C}, on.dtype(t));
+    const auto add_layer = [&](decltype(&loom_ops::add_layer_norm) op) -> Path {
+      return [&, op](const at::Tensor& x) { return op(x, delta, weight_t, bias_t, 1e-5).second; };
+    };
+    std::vector<std::pair<std::string, Path>> add_layers{{"reference", add_layer(loom_ops::reference::add_layer_norm)}};
+    if (o.device.is_cpu()) add_layers.emplace_back("fused_cpu", add_layer(loom_ops::fused_cpu::add_layer_norm));
+#ifdef LOOM_BENCH_OPS_CUDA
+    if (o.device.is_cuda()) add_layers.emplace_back("cuda_kernel", add_layer(loom_ops::cuda::add_layer_norm));
+#endif
+    compare("add_layer_norm", hidden, add_layers, o);
+
     const loom_ops::Rope rope(T, C / H, 10000.0, o.device);
     const at::Tensor q = at::randn({B, H, T, C / H}, on.dtype(t));
     compare("rotary", q, {{"entry", [&](const at::Tensor& x) { return rope.apply(x); }}}, o);
+
+    // q as the projection gives it, (B, T, H, D), to attention's (B, H, T, D): rotated, and with
+    // Qwen3's per-head norm first (each path's result seen as x's shape again: a view).
+    const at::Tensor heads = at::randn({B, T, H, C / H}, on.dtype(t)), head_weight = at::rand({C / H}, on) + 0.5;
+    for (const bool norm : {false, true}) {
+      const at::Tensor w = norm ? head_weight : at::Tensor();
+      const auto path = [&, w](decltype(&loom_ops::rope_heads) op) -> Path {
+        return [&, w, op](const at::Tensor& x) { return op(rope, x, at::Tensor(), w, 1e-6).transpose(1, 2); };
+      };
+      std::vector<std::pair<std::string, Path>> paths{{"reference", path(loom_ops::reference::rope_heads)},
+                                                      {"entry", path(loom_ops::rope_heads)}};
+#ifdef LOOM_BENCH_OPS_CUDA
+      if (o.device.is_cuda()) paths.emplace_back("cuda_kernel", path(loom_ops::cuda::rope_heads));
+#endif
+      compare(norm ? "rope_heads_norm" : "rope_heads", heads, paths, o);
+    }
 
     // Causal attention over the keys in 4 blocks merged by log-sum-exp (ring attention's
     // arithmetic, one process) against softmax over every key at once; x is q, and k = v = q.

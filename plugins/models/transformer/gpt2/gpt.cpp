@@ -19,6 +19,7 @@
 // F = MLP width (n_inner), L = n_layer, V = vocab_size, P = position table rows (n_positions).
 #include "gpt2/gpt.hpp"
 
+#include <loom_ops/add_layer_norm.hpp>
 #include <loom_ops/gelu_tanh.hpp>
 #include <loom_ops/packed_attention.hpp>
 
@@ -160,8 +161,10 @@ class GptModel : public CausalLm {
       // By value: a recomputed block runs again in backward, after this call has returned.
       const auto block = [this, i, layout, C, eps](const at::Tensor& in) {
         const Block& b = blocks_[static_cast<size_t>(i)];
-        const at::Tensor y = in + attention(b, static_cast<size_t>(i), at::layer_norm(in, {C}, b.ln_1_w, b.ln_1_b, eps), layout);
-        return y + mlp(b, at::layer_norm(y, {C}, b.ln_2_w, b.ln_2_b, eps));  // (B, T, C)
+        const at::Tensor branch = attention(b, static_cast<size_t>(i), at::layer_norm(in, {C}, b.ln_1_w, b.ln_1_b, eps), layout);
+        // The residual add and ln_2 after it, one op (fused where loom_ops/add_layer_norm.hpp says).
+        const auto [y, normed] = loom_ops::add_layer_norm(in, branch, b.ln_2_w, b.ln_2_b, eps);
+        return y + mlp(b, normed);  // (B, T, C)
       };
       x = enter_unit(i, x);
       x = s_.recompute.applies(static_cast<size_t>(i)) ? recomputed(block, x) : block(x);

@@ -20,6 +20,7 @@
 #include "llama/llama.hpp"
 
 #include <loom_ops/add_rms_norm.hpp>
+#include <loom_ops/rope_heads.hpp>
 #include <loom_ops/swiglu.hpp>
 #include <loom_ops/grouped_linear.hpp>
 #include <loom_ops/rms_norm.hpp>
@@ -289,15 +290,16 @@ class LlamaModel : public CausalLm {
     const int64_t B = x.size(0), T = x.size(1), H = s_.n_head / tp_.size, K = s_.n_kv_head / tp_.size,
                   D = s_.head_dim;
     const at::Tensor in = tp::enter(x, tp_);
-    at::Tensor q = l.q_proj(in, l.q_bias, training_).view({B, T, H, D}).transpose(1, 2);  // (B, H, T, D)
-    at::Tensor k = l.k_proj(in, l.k_bias, training_).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
+    // Qwen3 normalises each head over D before the rotation (whole weights on this rank's heads).
+    const bool head_norm = s_.head_norm == HeadNorm::rms;
+    const at::Tensor q_norm = head_norm ? tp::enter(l.q_norm, tp_) : at::Tensor();
+    const at::Tensor k_norm = head_norm ? tp::enter(l.k_norm, tp_) : at::Tensor();
+    // (B, T, heads, D) -> (norm), rotation, (B, heads, T, D): one op (fused where loom_ops/rope_heads.hpp says).
+    at::Tensor q = loom_ops::rope_heads(rope_, l.q_proj(in, l.q_bias, training_).view({B, T, H, D}), layout.positions,
+                                        q_norm, s_.rms_norm_eps);                                 // (B, H, T, D)
+    at::Tensor k = loom_ops::rope_heads(rope_, l.k_proj(in, l.k_bias, training_).view({B, T, K, D}), layout.positions,
+                                        k_norm, s_.rms_norm_eps);                                 // (B, K, T, D)
     at::Tensor v = l.v_proj(in, l.v_bias, training_).view({B, T, K, D}).transpose(1, 2);  // (B, K, T, D)
-    if (s_.head_norm == HeadNorm::rms) {  // per head, over D, before the rotation (Qwen3); whole weights on this rank's heads
-      q = rms_norm(q, tp::enter(l.q_norm, tp_), s_.rms_norm_eps);
-      k = rms_norm(k, tp::enter(l.k_norm, tp_), s_.rms_norm_eps);
-    }
-    q = rope_.apply(q, layout.positions);
-    k = rope_.apply(k, layout.positions);
     if (layout.cache) std::tie(k, v) = layout.cache->append(index, k, v);  // (B, K, S, D) each
     const int64_t window = s_.sliding_windows.empty() ? 0 : s_.sliding_windows[index];
     // Under sequence or context parallelism T is this rank's part of each row (causal_lm.hpp).

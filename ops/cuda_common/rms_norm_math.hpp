@@ -1,15 +1,15 @@
-// add_rms_norm_math.hpp: the arithmetic of the residual add + RMSNorm that both the CPU loops
-// (add_rms_norm_cpu.cpp) and the CUDA kernels (add_rms_norm.cu) run, so that the CPU tests hold
-// the GPU's formulas to the reference too. fp32; no ATen and no CUDA header.
+// rms_norm_math.hpp: the arithmetic of RMSNorm that the fused ops' CPU loops and CUDA kernels
+// share (add_rms_norm, rope_heads' per-head norm), so that the CPU tests hold the GPU's formulas
+// to the reference too. fp32; no ATen and no CUDA header.
 #pragma once
 
 #include <math.h>
 
 #include <cstdint>
 
-#include "../cuda_common/host_device.hpp"
+#include "host_device.hpp"
 
-namespace loom_ops::add_rms_norm_math {
+namespace loom_ops::rms_norm_math {
 
 // r = 1 / sqrt(mean(s^2) + eps) for a row of d elements whose squares sum to `squares`.
 LOOM_OPS_HOST_DEVICE inline float inverse_rms(float squares, int64_t d, float eps) {
@@ -22,4 +22,4 @@ LOOM_OPS_HOST_DEVICE inline float normalised_grad(float dn, float s, float r, fl
   return r * dn - s * (r * r * r) * (dot / static_cast<float>(d));
 }
 
-}  // namespace loom_ops::add_rms_norm_math
+}  // namespace loom_ops::rms_norm_math
