@@ -6,6 +6,7 @@
 
 #include "../cuda_common/block_sum.cuh"
 #include "../cuda_common/elements.cuh"
+#include "../cuda_common/row_blocks.hpp"
 #include "../cuda_common/layer_norm_math.hpp"
 #include "add_layer_norm_kernel.hpp"
 
@@ -79,17 +80,15 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(AddLayerNormParams p
   for (int64_t j = threadIdx.x; j < d; j += kThreads) out[j] = dw_sum[j], out[d + j] = db_sum[j];
 }
 
-unsigned forward_blocks(int64_t rows) { return static_cast<unsigned>(rows < 65535 ? (rows > 0 ? rows : 1) : 65535); }
-
 template <typename T>
 cudaError_t launch(const AddLayerNormParams& p, cudaStream_t stream, bool backward) {
   if (p.rows == 0 || p.columns == 0) return cudaSuccess;
   if (p.columns > kAddLayerNormMostColumns) return cudaErrorInvalidValue;
   if (backward) {
     const size_t shared = 2 * static_cast<size_t>(p.columns) * sizeof(float);
-    backward_kernel<T><<<static_cast<unsigned>(add_layer_norm_backward_blocks(p.rows)), kThreads, shared, stream>>>(p);
+    backward_kernel<T><<<static_cast<unsigned>(row_partial_blocks(p.rows)), kThreads, shared, stream>>>(p);
   } else {
-    forward_kernel<T><<<forward_blocks(p.rows), kThreads, 0, stream>>>(p);
+    forward_kernel<T><<<row_forward_blocks(p.rows), kThreads, 0, stream>>>(p);
   }
   return cudaGetLastError();
 }
@@ -101,9 +100,6 @@ cudaError_t dispatch(const AddLayerNormParams& p, cudaStream_t stream, bool back
 }
 
 }  // namespace
-
-// 512 blocks (several per SM on an H100's 132) hold the rows; each writes its rows of partial.
-int64_t add_layer_norm_backward_blocks(int64_t rows) { return rows < 512 ? (rows > 0 ? rows : 1) : 512; }
 
 cudaError_t launch_add_layer_norm_forward(const AddLayerNormParams& p, cudaStream_t stream) {
   return dispatch(p, stream, false);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "../cuda_common/element_type_of.hpp"
+#include "../cuda_common/row_blocks.hpp"
 #include "add_layer_norm_args.hpp"
 #include "add_layer_norm_kernel.hpp"
 
@@ -66,7 +67,7 @@ struct AddLayerNormCuda : torch::autograd::Function<AddLayerNormCuda> {
     at::Tensor ds = at::empty_like(in.s);
     AddLayerNormParams p = params_for(in.s, in.w, in.mean, in.rstd);
     // Every block writes its rows of partial; with no rows no block runs, and dw and db are zeros.
-    at::Tensor partial = at::zeros({add_layer_norm_backward_blocks(p.rows), 2, p.columns}, in.s.options().dtype(at::kFloat));
+    at::Tensor partial = at::zeros({row_partial_blocks(p.rows), 2, p.columns}, in.s.options().dtype(at::kFloat));
     p.s = const_cast<void*>(in.s.const_data_ptr());  // read only backward
     p.dy = in.dy.const_data_ptr();
     p.ds_in = in.ds_in.defined() ? in.ds_in.const_data_ptr() : nullptr;

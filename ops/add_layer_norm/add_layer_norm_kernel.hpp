@@ -29,11 +29,8 @@ struct AddLayerNormParams {
   const void* dy = nullptr;     // backward: the gradient of y
   const void* ds_in = nullptr;  // backward: the gradient of s from its other uses, or null
   void* ds = nullptr;           // backward: written, the gradient of x and of delta
-  float* partial = nullptr;     // backward: (backward_blocks(rows), 2, columns), each block's dw and db
+  float* partial = nullptr;     // backward: (row_partial_blocks(rows), 2, columns), each block's dw and db
 };
-
-// The blocks backward runs, and so the rows of partial.
-int64_t add_layer_norm_backward_blocks(int64_t rows);
 
 // Enqueue on `stream`; the return is the launch's status (cudaGetLastError after it).
 cudaError_t launch_add_layer_norm_forward(const AddLayerNormParams& p, cudaStream_t stream);

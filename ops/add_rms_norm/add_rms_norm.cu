@@ -6,6 +6,7 @@
 
 #include "../cuda_common/block_sum.cuh"
 #include "../cuda_common/elements.cuh"
+#include "../cuda_common/row_blocks.hpp"
 #include "add_rms_norm_kernel.hpp"
 #include "../cuda_common/rms_norm_math.hpp"
 
@@ -62,8 +63,6 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const T* dy, const T
   for (int64_t j = threadIdx.x; j < d; j += kThreads) dw_partial[blockIdx.x * d + j] = dw_sum[j];
 }
 
-unsigned forward_blocks(int64_t rows) { return static_cast<unsigned>(rows < 65535 ? (rows > 0 ? rows : 1) : 65535); }
-
 template <typename T>
 cudaError_t launch(const AddRmsNormParams& p, cudaStream_t stream, bool backward) {
   if (p.rows == 0 || p.columns == 0) return cudaSuccess;
@@ -71,11 +70,11 @@ cudaError_t launch(const AddRmsNormParams& p, cudaStream_t stream, bool backward
   const T* w = static_cast<const T*>(p.w);
   if (backward) {
     const size_t shared = static_cast<size_t>(p.columns) * sizeof(float);
-    backward_kernel<T><<<static_cast<unsigned>(add_rms_norm_backward_blocks(p.rows)), kThreads, shared, stream>>>(
+    backward_kernel<T><<<static_cast<unsigned>(row_partial_blocks(p.rows)), kThreads, shared, stream>>>(
         static_cast<const T*>(p.dy), static_cast<const T*>(p.ds_in), static_cast<const T*>(p.s), w, p.inverse_rms,
         static_cast<T*>(p.ds), p.dw_partial, p.rows, p.columns);
   } else {
-    forward_kernel<T><<<forward_blocks(p.rows), kThreads, 0, stream>>>(
+    forward_kernel<T><<<row_forward_blocks(p.rows), kThreads, 0, stream>>>(
         static_cast<const T*>(p.x), static_cast<const T*>(p.delta), w, static_cast<T*>(p.s), static_cast<T*>(p.y),
         p.inverse_rms, p.rows, p.columns, p.eps);
   }
@@ -89,9 +88,6 @@ cudaError_t dispatch(const AddRmsNormParams& p, cudaStream_t stream, bool backwa
 }
 
 }  // namespace
-
-// 512 blocks (several per SM on an H100's 132) hold the rows; each writes one row of dw_partial.
-int64_t add_rms_norm_backward_blocks(int64_t rows) { return rows < 512 ? (rows > 0 ? rows : 1) : 512; }
 
 cudaError_t launch_add_rms_norm_forward(const AddRmsNormParams& p, cudaStream_t stream) {
   return dispatch(p, stream, false);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../cuda_common/element_type_of.hpp"
+#include "../cuda_common/row_blocks.hpp"
 #include "add_rms_norm_grads.hpp"
 #include "add_rms_norm_kernel.hpp"
 
@@ -63,7 +64,7 @@ struct AddRmsNormCuda : torch::autograd::Function<AddRmsNormCuda> {
     AddRmsNormParams p = params_for(s, w, inverse);
     // Every block writes its row of partial; with no rows no block runs, and dw is zeros.
     const auto partial_options = s.options().dtype(at::kFloat);
-    const std::vector<int64_t> partial_shape{add_rms_norm_backward_blocks(p.rows), p.columns};
+    const std::vector<int64_t> partial_shape{row_partial_blocks(p.rows), p.columns};
     at::Tensor partial = p.rows == 0 ? at::zeros(partial_shape, partial_options) : at::empty(partial_shape, partial_options);
     p.s = const_cast<void*>(s.const_data_ptr());  // read only backward
     p.dy = dy.const_data_ptr();

@@ -27,11 +27,8 @@ struct AddRmsNormParams {
   const void* dy = nullptr;      // backward: the gradient of y
   const void* ds_in = nullptr;   // backward: the gradient of s from its other uses, or null
   void* ds = nullptr;            // backward: written, the gradient of x and of delta
-  float* dw_partial = nullptr;   // backward: (backward_blocks(rows), columns), each block's share of dw
+  float* dw_partial = nullptr;   // backward: (row_partial_blocks(rows), columns), each block's share of dw
 };
-
-// The blocks backward runs, and so the rows of dw_partial.
-int64_t add_rms_norm_backward_blocks(int64_t rows);
 
 // Enqueue on `stream`; the return is the launch's status (cudaGetLastError after it).
 cudaError_t launch_add_rms_norm_forward(const AddRmsNormParams& p, cudaStream_t stream);

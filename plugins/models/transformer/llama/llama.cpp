@@ -20,10 +20,10 @@
 #include "llama/llama.hpp"
 
 #include <loom_ops/add_rms_norm.hpp>
-#include <loom_ops/rope_heads.hpp>
-#include <loom_ops/swiglu.hpp>
 #include <loom_ops/grouped_linear.hpp>
 #include <loom_ops/rms_norm.hpp>
+#include <loom_ops/rope_heads.hpp>
+#include <loom_ops/swiglu.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
