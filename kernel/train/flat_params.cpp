@@ -127,6 +127,12 @@ void FlatParams::zero_grad() {
   for (auto& g : groups_) used_grads(*g).zero_();
 }
 
+std::vector<at::Tensor> FlatParams::resident_gradients() const {
+  std::vector<at::Tensor> parts;
+  for (const auto& g : groups_) parts.push_back(used_grads(*g));
+  return parts;
+}
+
 at::Tensor FlatParams::grad_norm() const {
   if (groups_.size() == 1 && !reduces_to_owner()) return groups_[0]->grads.norm();
   return owned_grad_square_sum().sqrt();
@@ -151,11 +157,7 @@ at::Tensor FlatParams::used_grads(const Group& g) const {
   return g.sharded && reduces_to_owner() ? g.owned_grads : g.grads;
 }
 
-at::Tensor FlatParams::owned_grad_square_sum() const {
-  std::vector<at::Tensor> parts;
-  for (const auto& g : groups_) parts.push_back(used_grads(*g));
-  return square_sum(parts);
-}
+at::Tensor FlatParams::owned_grad_square_sum() const { return square_sum(resident_gradients()); }
 
 at::Tensor FlatParams::owned_grad_square_sum(bool experts) const {
   std::vector<at::Tensor> parts;

@@ -60,6 +60,10 @@ class FlatParams {
   FlatParams& operator=(const FlatParams&) = delete;
 
   void zero_grad();
+  // Per group, the part of the gradient buffer that keeps its values from one step to the next:
+  // everything, or the owned slice when reducing to owners (the rest is given back after each
+  // step's reduce and reads as zeros).
+  std::vector<at::Tensor> resident_gradients() const;
   // L2 norm of the gradients the optimizer will use, as a 0-dim tensor on the device (no host
   // sync). In "gradients" mode that is only this rank's slice: the caller sums the squares of
   // every rank's (owned_grad_square_sum) instead.

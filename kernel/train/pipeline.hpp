@@ -13,6 +13,7 @@
 #include "abi/checkpoint_backend.hpp"
 #include "abi/compute_components.hpp"
 #include "train/flat_params.hpp"
+#include "train/gradient_writes.hpp"
 #include "train/frozen_params.hpp"
 #include "train/sparse_table_updates.hpp"
 #include "train/run_plan.hpp"
@@ -91,6 +92,7 @@ struct Pipeline {
   FrozenSummary frozen;  // what does not train ([model] freeze, [lora]), marked on the model
   bool store_frozen;     // checkpoints hold the frozen weights ([checkpoint] frozen = "include")
   FlatParams flat;  // rebinds the model's trainable dense parameters; the optimizer sees its buffers
+  GradientWrites gradient_writes;  // each step's first gradient written over the last, not zeroed and added
   SparseTables sparse;  // the model's row-sparse tables (ABI 1.7), outside the flat buffers
   OptimizerInstance optimizer;
   std::unique_ptr<OptimizerInstance> sparse_optimizer;  // [sparse_optimizer]: null without sparse tables
@@ -121,6 +123,7 @@ struct Pipeline {
         flat(dense_params(model.params()),
              ShardSpec{shard_mode_from_name(c.distributed.shard), mesh_of(context).replica_rank(),
                        mesh_of(context).replicas(), context.expert_parallel_size <= 1}),
+        gradient_writes(dense_params(model.params()), flat.resident_gradients()),
         sparse(sparse_params(model.params()), model.component().name, context.sparse_shard_size > 1),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),
         schedule(c.schedule, with_total_steps(context, steps)) {

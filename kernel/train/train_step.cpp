@@ -50,7 +50,7 @@ loom_control Trainer::train_step(Prefetcher& prefetch) {
   data_state_ = batches.back().data_state;
 
   // 2. Forward and backward; every token weighs the same across micro-batches.
-  p_->flat.zero_grad();
+  p_->gradient_writes.begin_step();  // each gradient's first pass writes over the last step's
   if (shards_) shards_->gather_root();  // the layers are gathered as the model reaches them
   at::Tensor loss_total = at::zeros({}, at::TensorOptions().device(device_));
   at::Tensor units_total;  // defined when the model reports its own units (ABI 1.2)
@@ -86,6 +86,7 @@ loom_control Trainer::train_step(Prefetcher& prefetch) {
   }
 
   // 3. Sum gradients and losses across ranks; the mean loss and the grad norm stay on the device.
+  p_->gradient_writes.end_passes();  // before any bucket still waiting is reduced
   if (comm_) {
     overlap_sum_ += grad_sync_->finish();
     comm_->allreduce_sum(loss_total);
