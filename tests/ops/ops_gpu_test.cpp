@@ -14,6 +14,7 @@
 #include <loom_ops/chunked_loss.hpp>
 #include <loom_ops/fused_adamw.hpp>
 #include <loom_ops/gelu_tanh.hpp>
+#include <loom_ops/moe_permutation.hpp>
 #include <loom_ops/rope_heads.hpp>
 #include <loom_ops/swiglu.hpp>
 #include <loom_ops/grouped_linear.hpp>
@@ -206,6 +207,46 @@ TEST_CASE("cuda::swiglu: the reference's values and gradients in float32, bfloat
   CHECK(loom_ops::cuda::swiglu(at::empty({0}, kCuda), at::empty({0}, kCuda)).numel() == 0);
   CHECK_THROWS_AS(loom_ops::cuda::swiglu(at::randn({4}), at::randn({4})), std::invalid_argument);
   CHECK_THROWS_AS(loom_ops::cuda::swiglu(at::randn({4}, kCuda), at::randn({2, 4}, kCuda)), std::invalid_argument);
+}
+
+TEST_CASE("cuda::moe_permute and cuda::moe_combine: the reference's values and gradients, the same bits twice") {
+  // 3000 tokens choosing 4 of 16 experts, rows narrower and wider than a block's 256 threads.
+  at::manual_seed(21);
+  for (const int64_t C : {40, 1000}) {
+    CAPTURE(C);
+    const int64_t N = 3000, E = 16, k = 4;
+    const at::Tensor chosen = std::get<1>(at::rand({N, E}, kCuda).topk(k, -1));
+    const at::Tensor order = std::get<1>(chosen.reshape({-1}).sort(std::optional<bool>(true), 0, false));
+    const at::Tensor x = at::randn({N, C}, kCuda), top = at::rand({N, k}, kCuda), scale = at::randn({N * k, C}, kCuda);
+    const at::Tensor w = at::randn({N, C}, kCuda);
+    // rows, y, d x, d top of sum(combine(permute(x) * scale, top) * w).
+    const auto run = [&](auto permute, auto combine, at::ScalarType type) {
+      const at::Tensor xs = x.to(type).requires_grad_(true), ts = top.to(type).requires_grad_(true);
+      const at::Tensor rows = permute(xs, order, k);
+      const at::Tensor y = combine(rows * scale.to(type), order, ts);
+      const auto grads = torch::autograd::grad({(y * w.to(type)).sum()}, {xs, ts});
+      return std::vector<at::Tensor>{rows.detach(), y.detach(), grads[0], grads[1]};
+    };
+    const auto exact = run(loom_ops::reference::moe_permute, loom_ops::reference::moe_combine, at::kDouble);
+    struct Case { at::ScalarType type; double error; };
+    for (const Case c : {Case{at::kFloat, 1e-5}, Case{at::kBFloat16, 2e-2}, Case{at::kHalf, 4e-3}}) {
+      const std::string type_name = c10::toString(c.type);
+      CAPTURE(type_name);
+      const auto got = run(loom_ops::cuda::moe_permute, loom_ops::cuda::moe_combine, c.type);
+      const auto again = run(loom_ops::cuda::moe_permute, loom_ops::cuda::moe_combine, c.type);
+      for (size_t i = 0; i < got.size(); ++i) {
+        CAPTURE(i);  // rows, y, d x, d top
+        CHECK((got[i].scalar_type() == c.type));
+        CHECK(largest_error(got[i], exact[i]) < c.error);
+        CHECK(at::equal(got[i], again[i]));  // no atomics: the same bits every run
+      }
+    }
+    // The entry points on CUDA are the reference until a GPU has run the kernels.
+    CHECK(at::equal(loom_ops::moe_combine(x.repeat_interleave(k, 0), order, top),
+                    loom_ops::reference::moe_combine(x.repeat_interleave(k, 0), order, top)));
+  }
+  CHECK_THROWS_AS(loom_ops::cuda::moe_permute(at::randn({4, 3}), at::arange(8, at::kLong), 2), std::invalid_argument);
+  CHECK(loom_ops::cuda::moe_permute(at::empty({0, 3}, kCuda), at::empty({0}, kCuda.dtype(at::kLong)), 2).numel() == 0);
 }
 
 TEST_CASE("cuda::gelu_tanh: the reference's values and gradients in float32, bfloat16 and float16") {

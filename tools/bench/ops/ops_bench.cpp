@@ -18,6 +18,7 @@
 #include <loom_ops/rope_heads.hpp>
 #include <loom_ops/rotary.hpp>
 #include <loom_ops/swiglu.hpp>
+#include <loom_ops/moe_permutation.hpp>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
@@ -39,6 +40,7 @@ struct Options {
   at::Device device = at::kCPU;
   int reps = 20;
   bool small = false;
+  std::string only;  // one op's name: time that op alone
 };
 
 void synchronize(const at::Device& device) {
@@ -68,6 +70,7 @@ using Path = std::function<at::Tensor(const at::Tensor&)>;
 // Times forward and forward + backward of each path on x; the first path is the reference.
 void compare(const std::string& op, const at::Tensor& x, const std::vector<std::pair<std::string, Path>>& paths,
              const Options& o) {
+  if (!o.only.empty() && o.only != op) return;
   const at::Tensor up = at::randn_like(x);
   double reference_forward = 0, reference_both = 0;
   for (const auto& [name, f] : paths) {
@@ -94,8 +97,10 @@ Options parse(int argc, char** argv) {
       o.reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--small") {
       o.small = true;
+    } else if (a == "--only" && i + 1 < argc) {
+      o.only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: loom_bench_ops [--device cpu|cuda] [--reps N] [--small]\n");
+      std::fprintf(stderr, "usage: loom_bench_ops [--device cpu|cuda] [--reps N] [--small] [--only OP]\n");
       std::exit(2);
     }
   }
@@ -185,6 +190,25 @@ int main(int argc, char** argv) {
 #endif
       compare(norm ? "rope_heads_norm" : "rope_heads", heads, paths, o);
     }
+
+    // A mixture of experts' permutation around its experts, 2 of 8 per token (Mixtral's top-k):
+    // each token's rows sorted by expert and their weighted sum back, the experts left out.
+    // The fused backward also gives top's gradient, which this bench does not ask of the
+    // reference (the models need it).
+    const int64_t k = 2;
+    const at::Tensor chosen = std::get<1>(at::rand({B * T, 8}, on).topk(k, -1));
+    const at::Tensor order = std::get<1>(chosen.reshape({-1}).sort(std::optional<bool>(true), 0, false));
+    const at::Tensor top = at::rand({B * T, k}, on.dtype(t));
+    const auto round_trip = [&](decltype(&loom_ops::moe_permute) permute, decltype(&loom_ops::moe_combine) combine) -> Path {
+      return [&, permute, combine](const at::Tensor& x) { return combine(permute(x, order, k), order, top); };
+    };
+    std::vector<std::pair<std::string, Path>> moe{
+        {"reference", round_trip(loom_ops::reference::moe_permute, loom_ops::reference::moe_combine)},
+        {"entry", round_trip(loom_ops::moe_permute, loom_ops::moe_combine)}};
+#ifdef LOOM_BENCH_OPS_CUDA
+    if (o.device.is_cuda()) moe.emplace_back("cuda_kernel", round_trip(loom_ops::cuda::moe_permute, loom_ops::cuda::moe_combine));
+#endif
+    compare("moe_permutation", hidden.reshape({B * T, C}), moe, o);
 
     // Causal attention over the keys in 4 blocks merged by log-sum-exp (ring attention's
     // arithmetic, one process) against softmax over every key at once; x is q, and k = v = q.

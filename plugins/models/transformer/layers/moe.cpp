@@ -1,6 +1,7 @@
 #include "layers/moe.hpp"
 
 #include <loom_ops/grouped_linear.hpp>
+#include <loom_ops/moe_permutation.hpp>
 #include <loom_ops/swiglu.hpp>
 
 #include <algorithm>
@@ -72,7 +73,6 @@ at::Tensor experts_over_group(const MoeWeights& w, const at::Tensor& rows, const
 MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x, const ep::Group& group) {
   const int64_t C = x.size(-1), E = spec.experts, k = spec.top_k;
   const at::Tensor flat = x.reshape({-1, C});                                         // (N, C)
-  const int64_t N = flat.size(0);
   MoeOutput out;
   out.router_logits = at::linear(flat, w.router);                                     // (N, E)
   const at::Tensor probs = at::softmax(out.router_logits, -1, at::kFloat);
@@ -83,12 +83,11 @@ MoeOutput moe_mlp(const MoeWeights& w, const MoeSpec& spec, const at::Tensor& x,
   // The (token, choice) pairs sorted by expert; pair p is token p / k's choice p % k.
   const at::Tensor experts = chosen.reshape({-1});                                    // (N k)
   const at::Tensor order = std::get<1>(experts.sort(std::optional<bool>(true), 0, false));  // (N k), stable
-  const at::Tensor token = at::floor_divide(order, k);
   const at::Tensor counts = loom_ops::tokens_per_expert(experts, E);                            // (E)
-  const at::Tensor rows = flat.index_select(0, token);                                // (N k, C)
+  const at::Tensor rows = loom_ops::moe_permute(flat, order, k);                      // (N k, C)
   const at::Tensor computed = group.split() ? experts_over_group(w, rows, counts, group) : experts_of(w, rows, counts);
-  const at::Tensor y = computed * top.reshape({-1}).index_select(0, order).unsqueeze(1);
-  at::Tensor sum = at::zeros({N, C}, y.options()).index_add(0, token, y);             // (N, C)
+  const at::ScalarType summed = at::result_type(computed, top);  // as computed * top would promote
+  at::Tensor sum = loom_ops::moe_combine(computed.to(summed), order, top.to(summed));  // (N, C)
   if (w.shared_gate.defined()) {
     const at::Tensor shared =
         at::linear(loom_ops::swiglu(at::linear(flat, w.shared_gate), at::linear(flat, w.shared_up)), w.shared_down);
