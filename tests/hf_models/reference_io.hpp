@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,22 @@ namespace loom_test {
 // Runs `python3 script args` and requires it to succeed.
 inline void run_reference(const std::string& script, const std::string& args) {
   const Result r = run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR + "/" + script + " " + args);
+  INFO(r.err);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+}
+
+// Runs `python3 script LINE` for each of lines, in one Python process
+// (tests/support/python_batch.py: the imports of torch and transformers once, not once a line),
+// the lines listed in `listing`; requires every line to succeed.
+inline void run_reference_batch(const std::string& script, const std::vector<std::string>& lines,
+                                const std::filesystem::path& listing) {
+  {
+    std::ofstream out(listing);
+    for (const std::string& line : lines) out << line << "\n";
+  }
+  const Result r = run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR + "/tests/support/python_batch.py " +
+                             LOOM_SOURCE_DIR + "/" + script + " " + listing.string());
   INFO(r.err);
   INFO(r.out);
   REQUIRE(r.code == 0);

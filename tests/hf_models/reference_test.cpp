@@ -50,15 +50,26 @@ const char* kArchitectures[] = {"llama", "llama3", "llama_linear", "mistral", "q
 TEST_CASE("every architecture's logits match the reference to 1e-5 relative") {
   const fs::path root = tmp_dir("hf_reference");
   const at::Tensor ids = tokens(kB, kT, kVocab, 11);
+  const auto folder = [&](const std::string& arch, const std::string& variant) {
+    return root / (arch + (variant == "F32" ? "" : "_bf16"));
+  };
+  const std::vector<std::string> variants{"F32", "BF16 --shards 3"};
+  std::vector<std::string> lines;  // every folder written, then its logits, in one Python process
+  for (const char* arch : kArchitectures)
+    for (const std::string& variant : variants) {
+      const fs::path dir = folder(arch, variant);
+      lines.push_back("write --arch " + std::string(arch) + " --out " + dir.string() + " --seed 3 --dtype " + variant);
+      lines.push_back("logits --model " + dir.string() + " --ids " + ids_text(ids) + " --out " +
+                      (dir / "reference_logits.json").string());
+    }
+  run_reference_batch(kScript, lines, root / "references.txt");
   for (const char* arch : kArchitectures) {
-    for (const std::string variant : {"F32", "BF16 --shards 3"}) {
+    for (const std::string& variant : variants) {
       const std::string arch_name = arch;
-    CAPTURE(arch_name);
+      CAPTURE(arch_name);
       CAPTURE(variant);
-      const fs::path dir = root / (std::string(arch) + (variant == "F32" ? "" : "_bf16"));
-      reference("write --arch " + std::string(arch) + " --out " + dir.string() + " --seed 3 --dtype " + variant);
-      const at::Tensor ref = as_tensor(reference_json("logits --model " + dir.string() + " --ids " + ids_text(ids),
-                                                      dir / "reference_logits.json")["logits"]);
+      const fs::path dir = folder(arch, variant);
+      const at::Tensor ref = as_tensor(nlohmann::json::parse(read_file(dir / "reference_logits.json"))["logits"]);
       auto model = import(dir);
       const double error = relative_error(loom_logits(*model, ids), ref);
       MESSAGE(std::string(arch) << " " << variant << ": max relative logit error " << error);
@@ -69,11 +80,14 @@ TEST_CASE("every architecture's logits match the reference to 1e-5 relative") {
 
 TEST_CASE("import then export gives byte-identical tensors and an equivalent config.json") {
   const fs::path root = tmp_dir("hf_round_trip");
+  std::vector<std::string> writes;
+  for (const char* arch : kArchitectures)
+    writes.push_back("write --arch " + std::string(arch) + " --out " + (root / arch).string() + " --seed 5 --dtype F32");
+  run_reference_batch(kScript, writes, root / "references.txt");
   for (const char* arch : kArchitectures) {
     const std::string arch_name = arch;
     CAPTURE(arch_name);
     const fs::path source = root / arch, exported = root / (std::string(arch) + "_out");
-    reference("write --arch " + std::string(arch) + " --out " + source.string() + " --seed 5 --dtype F32");
     std::ofstream(source / "tokenizer.json") << R"({"version": "1.0", "model": {"type": "BPE"}})";
     auto model = import(source);
     loom::HfExportOptions options;

@@ -39,13 +39,18 @@ TEST_CASE("folders saved by transformers 5, and in transformers 4's spelling, gi
   std::vector<std::pair<std::string, std::string>> cases;  // (architecture, spelling)
   for (const char* arch : kArchitectures)
     for (const char* spelling : {"v5", "v4"}) cases.emplace_back(arch, spelling);
+  std::vector<std::string> lines;  // every folder written, then its logits, in one Python process
+  for (const auto& [arch, spelling] : cases) {
+    const fs::path dir = root / (arch + "-" + spelling);
+    lines.push_back("write --arch " + arch + " --out " + dir.string() + " --seed 3 --spelling " + spelling);
+    lines.push_back("logits --model " + dir.string() + " --ids " + ids_text(ids) + " --out " + (dir / "logits.json").string());
+  }
+  run_reference_batch(kScript, lines, root / "references.txt");
   for (const auto& [arch, spelling] : cases) {
     const std::string name = arch + "-" + spelling;
     CAPTURE(name);
     const fs::path dir = root / name;
-    run_reference(kScript, "write --arch " + arch + " --out " + dir.string() + " --seed 3 --spelling " + spelling);
-    const nlohmann::json ref_json =
-        reference_json(kScript, "logits --model " + dir.string() + " --ids " + ids_text(ids), dir / "logits.json");
+    const nlohmann::json ref_json = nlohmann::json::parse(read_file(dir / "logits.json"));
     const at::Tensor ref = as_tensor(ref_json["logits"]);
     auto model = make_model("hf_causal_lm", toml::table{{"from", dir.string()}, {"seq_len", 16}});
     at::NoGradGuard no_grad;
@@ -62,11 +67,14 @@ TEST_CASE("folders saved by transformers 5, and in transformers 4's spelling, gi
 TEST_CASE("sliding windows: decoding token by token gives the whole sequence's logits") {
   const fs::path root = tmp_dir("transformers5-decode");
   const at::Tensor ids = tokens(2, 12, 64, 9);
+  std::vector<std::string> writes;
+  for (const char* arch : kWindowed)
+    writes.push_back(std::string("write --arch ") + arch + " --out " + (root / arch).string() + " --seed 4");
+  run_reference_batch(kScript, writes, root / "references.txt");
   for (const char* arch : kWindowed) {
     const std::string name = arch;
     CAPTURE(name);
     const fs::path dir = root / name;
-    run_reference(kScript, "write --arch " + name + " --out " + dir.string() + " --seed 4");
     auto model = make_model("hf_causal_lm", toml::table{{"from", dir.string()}, {"seq_len", 16}});
     at::NoGradGuard no_grad;
     model->set_training(false);
@@ -115,16 +123,27 @@ TEST_CASE("host eval scores a fresh Hugging Face folder without a checkpoint") {
 TEST_CASE("gradients, greedy generation and the export read back equal transformers'") {
   const fs::path root = tmp_dir("transformers5-train");
   const at::Tensor ids = tokens(2, 12, 64, 7), targets = tokens(2, 12, 64, 8);
+  const at::Tensor prompt = ids.narrow(1, 0, 5);
+  // Every folder, its gradients and its generation in one Python process; the exports' logits
+  // in a second, after every export is written.
+  std::vector<std::string> lines, export_lines;
+  for (const char* arch : kArchitectures) {
+    const fs::path dir = root / arch;
+    lines.push_back(std::string("write --arch ") + arch + " --out " + dir.string() + " --seed 5");
+    lines.push_back("grads --model " + dir.string() + " --ids " + ids_text(ids) + " --targets " + ids_text(targets) +
+                    " --out " + (dir / "grads.json").string());
+    lines.push_back("generate --model " + dir.string() + " --ids " + ids_text(prompt) + " --new 6 --out " +
+                    (dir / "generate.json").string());
+  }
+  run_reference_batch(kScript, lines, root / "references.txt");
+  std::vector<std::pair<std::string, at::Tensor>> exported_logits;  // (name, Loom's logits of ids)
   for (const char* arch : kArchitectures) {
     const std::string name = arch;
     CAPTURE(name);
     const fs::path dir = root / name;
-    run_reference(kScript, "write --arch " + name + " --out " + dir.string() + " --seed 5");
     auto model = make_model("hf_causal_lm", toml::table{{"from", dir.string()}, {"seq_len", 16}});
     model->set_training(true);
-    const nlohmann::json ref = reference_json(
-        kScript, "grads --model " + dir.string() + " --ids " + ids_text(ids) + " --targets " + ids_text(targets),
-        dir / "grads.json");
+    const nlohmann::json ref = nlohmann::json::parse(read_file(dir / "grads.json"));
     const at::Tensor loss = model->loss_sum(ids, targets);
     loss.backward();
     CHECK(std::abs(loss.item<double>() - ref["loss"].get<double>()) < 1e-5 * std::abs(ref["loss"].get<double>()));
@@ -137,9 +156,7 @@ TEST_CASE("gradients, greedy generation and the export read back equal transform
     // Greedy generation through the model's key/value cache against model.generate.
     at::NoGradGuard no_grad;
     model->set_training(false);
-    const at::Tensor prompt = ids.narrow(1, 0, 5);
-    const nlohmann::json gen = reference_json(
-        kScript, "generate --model " + dir.string() + " --ids " + ids_text(prompt) + " --new 6", dir / "generate.json");
+    const nlohmann::json gen = nlohmann::json::parse(read_file(dir / "generate.json"));
     at::Tensor sequence = prompt.clone(), next = prompt;
     for (int64_t past = 0, i = 0; i < 6; ++i) {
       const at::Tensor logits = model->decode(next, past);  // (B, T, V)
@@ -149,15 +166,20 @@ TEST_CASE("gradients, greedy generation and the export read back equal transform
     }
     CHECK(at::equal(sequence, as_tensor(gen["tokens"]).to(at::kLong)));
 
-    // The export (the source's config.json, the trained-from weights) read back by transformers.
+    // The export (the source's config.json, the trained-from weights), read back by transformers below.
     const fs::path exported = root / (name + "_export");
     loom::HfExportOptions options;
     options.dtype = at::kFloat;
     loom::export_hf_folder(*model, exported, options);
-    const double error = relative_error(
-        model->logits(ids),
-        as_tensor(reference_json(kScript, "logits --model " + exported.string() + " --ids " + ids_text(ids),
-                                 root / (name + "_export.json"))["logits"]));
+    export_lines.push_back("logits --model " + exported.string() + " --ids " + ids_text(ids) + " --out " +
+                           (root / (name + "_export.json")).string());
+    exported_logits.emplace_back(name, model->logits(ids));
+  }
+  run_reference_batch(kScript, export_lines, root / "export_references.txt");
+  for (const auto& [name, logits] : exported_logits) {
+    CAPTURE(name);
+    const double error =
+        relative_error(logits, as_tensor(nlohmann::json::parse(read_file(root / (name + "_export.json")))["logits"]));
     MESSAGE(name << ": export read back by transformers, max relative logit error " << error);
     CHECK(error < 1e-5);
   }
@@ -174,17 +196,23 @@ TEST_CASE("the padding token's embedding row gets no gradient, as transformers' 
   ids.index_put_({1, 7}, kPad);
   if (ids[0][0].item<int64_t>() == kPad) ids.index_put_({0, 0}, kPad + 1);  // a token that is not padding
   const at::Tensor targets = tokens(2, 12, 64, 18);
-  for (const char* arch : {"llama3", "qwen3", "mistral"}) {
+  const char* architectures[] = {"llama3", "qwen3", "mistral"};
+  std::vector<std::string> lines;  // the folders and their gradients in one Python process
+  for (const char* arch : architectures) {
+    const fs::path dir = root / arch;
+    lines.push_back(std::string("write --arch ") + arch + " --out " + dir.string() + " --seed 9 --pad-token-id " +
+                    std::to_string(kPad));
+    lines.push_back("grads --model " + dir.string() + " --ids " + ids_text(ids) + " --targets " + ids_text(targets) +
+                    " --out " + (dir / "grads.json").string());
+  }
+  run_reference_batch(kScript, lines, root / "references.txt");
+  for (const char* arch : architectures) {
     const std::string name = arch;
     CAPTURE(name);
     const fs::path dir = root / name;
-    run_reference(kScript, "write --arch " + name + " --out " + dir.string() + " --seed 9 --pad-token-id " +
-                               std::to_string(kPad));
     auto model = make_model("hf_causal_lm", toml::table{{"from", dir.string()}, {"seq_len", 16}});
     model->set_training(true);
-    const nlohmann::json ref = reference_json(
-        kScript, "grads --model " + dir.string() + " --ids " + ids_text(ids) + " --targets " + ids_text(targets),
-        dir / "grads.json");
+    const nlohmann::json ref = nlohmann::json::parse(read_file(dir / "grads.json"));
     model->loss_sum(ids, targets).backward();
     size_t compared = 0;
     const double worst = worst_gradient_error(model->params(), ref["grads"], compared);
@@ -207,11 +235,15 @@ TEST_CASE("the padding token's embedding row gets no gradient, as transformers' 
 // process's to 1e-5 in fp32, and within bf16's rounding under bf16 autocast.
 TEST_CASE("sharded runs, fp32 and bf16, read the same model as one process") {
   const fs::path root = tmp_dir("transformers5-sharded");
-  for (const char* arch : {"llama3", "qwen3", "mistral_window", "qwen2_yarn"}) {
+  const char* architectures[] = {"llama3", "qwen3", "mistral_window", "qwen2_yarn"};
+  std::vector<std::string> writes;
+  for (const char* arch : architectures)
+    writes.push_back(std::string("write --arch ") + arch + " --out " + (root / arch).string() + " --seed 13");
+  run_reference_batch(kScript, writes, root / "references.txt");
+  for (const char* arch : architectures) {
     const std::string name = arch;
     CAPTURE(name);
     const fs::path folder = root / name, manifest = root / (name + ".toml");
-    run_reference(kScript, "write --arch " + name + " --out " + folder.string() + " --seed 13");
     std::ofstream(manifest) << "[run]\nname = \"one\"\ndir = \"" << (root / (name + "_runs")).string()
                             << "\"\nsteps = 1\nlog_every = 1\n[model]\nuse = \"hf_causal_lm\"\nfrom = \""
                             << folder.string() << "\"\nseq_len = 12\n"
