@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "../cpu_common/partial_tasks.hpp"
 #include "add_layer_norm_args.hpp"
 #include "add_layer_norm_cpu.hpp"
 
@@ -39,7 +40,7 @@ struct AddLayerNormCpu : torch::autograd::Function<AddLayerNormCpu> {
     if (!in.dy.defined()) return detail::only_through_s(in);
     const int64_t d = in.s.size(-1), rows = in.s.numel() / d;
     // Each task sums its rows' share of dw and db into its own rows of `partial`; their sums are dw and db.
-    const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows));
+    const int64_t tasks = cpu::partial_tasks(rows, d);
     // Nothing asks for w's or b's gradient (frozen norms, LoRA): no pass over the rows for them.
     const bool parameters = ctx->needs_input_grad(2) || ctx->needs_input_grad(3);
     at::Tensor ds = at::empty_like(in.s), partial = at::zeros({parameters ? tasks : 0, 2, d}, in.s.options());

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <string>
 
+#include "../cpu_common/partial_tasks.hpp"
 #include "add_rms_norm_cpu.hpp"
 #include "add_rms_norm_grads.hpp"
 
@@ -47,7 +48,7 @@ struct AddRmsNormCpu : torch::autograd::Function<AddRmsNormCpu> {
     const at::Tensor &s = in.s, &w = in.w, &inverse = in.inverse_rms, &ds_in = in.ds_in, &dy = in.dy;
     const int64_t d = s.size(-1), rows = s.numel() / d;
     // Each task sums its rows' share of dw into its own row of `partial`; their sum is dw.
-    const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows));
+    const int64_t tasks = cpu::partial_tasks(rows, d);
     at::Tensor ds = at::empty_like(s), partial = at::zeros({tasks, d}, s.options());
     const float *pdy = dy.data_ptr<float>(), *pin = ds_in.defined() ? ds_in.data_ptr<float>() : nullptr;
     const float *ps = s.data_ptr<float>(), *pw = w.data_ptr<float>(), *pr = inverse.data_ptr<float>();

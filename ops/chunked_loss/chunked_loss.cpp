@@ -1,4 +1,5 @@
 #include <loom_ops/chunked_loss.hpp>
+#include <loom_ops/cross_entropy_rows.hpp>
 
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -17,37 +18,28 @@ struct ChunkedLinearCrossEntropy : torch::autograd::Function<ChunkedLinearCrossE
     at::NoGradGuard no_grad;
     const int64_t N = hidden.size(0);
     at::Tensor loss = at::zeros({}, hidden.options().dtype(at::kFloat));
-    at::Tensor grad_hidden = grad_hidden_wanted ? at::empty_like(hidden) : at::Tensor();  // (N, C)
+    at::Tensor grad_hidden = grad_hidden_wanted ? at::empty(hidden.sizes(), hidden.options()) : at::Tensor();  // (N, C)
     at::Tensor grad_weight =
         grad_weight_wanted ? at::zeros_like(weight, weight.options().dtype(at::kFloat)) : at::Tensor();  // (V, C)
-    // Per chunk, two passes over the (n, V) values besides the products: the log-softmax reads
-    // the logits in the compute dtype and writes fp32; the softmax (the logits' gradient but at
-    // the targets) is written straight back in the compute dtype for the products.
-    const at::ScalarType dtype = hidden.scalar_type();
+    // Per chunk, besides the products, the logits are read twice and written once:
+    // cross_entropy_rows gives each row's loss and writes the logits' gradient over them (zero
+    // rows where the target is ignored, so the products need no mask).
     for (int64_t r0 = 0; r0 < N; r0 += chunk_rows) {
       const int64_t n = std::min(chunk_rows, N - r0);
-      const at::Tensor h = hidden.narrow(0, r0, n);                                  // (n, C)
-      const at::Tensor t = targets.narrow(0, r0, n);                                 // (n)
-      const at::Tensor counted = t.ne(ignore_index);                                 // (n) bool
-      const at::Tensor index = t.masked_fill(counted.logical_not(), 0).unsqueeze(1);  // (n, 1)
-      at::Tensor log_probs = at::log_softmax(at::mm(h, weight.t()), -1, at::kFloat);  // (n, V) fp32
-      const at::Tensor picked = log_probs.gather(1, index);                           // (n, 1) log p_t
-      loss -= picked.squeeze(1).masked_fill(counted.logical_not(), 0.0).sum();
+      const at::Tensor h = hidden.narrow(0, r0, n);  // (n, C)
+      const at::Tensor logits = at::mm(h, weight.t());  // (n, V) in the compute dtype
+      loss += cross_entropy_rows(logits, targets.narrow(0, r0, n), ignore_index, want_grads).sum();
       if (!want_grads) continue;
-      // d(-log p_t)/d logits = softmax - one_hot(t). The target's entry, p_t - 1, is formed in
-      // fp32 and rounded once; rows that do not count are zeroed on the (n, C) side.
-      at::Tensor grad_logits;
-      if (dtype == at::kFloat) {
-        grad_logits = log_probs.exp_();  // in place: no new (n, V) block
-      } else {
-        grad_logits = at::empty_like(log_probs, dtype);
-        at::exp_out(grad_logits, log_probs);  // one pass: read fp32, write the compute dtype
+      if (grad_hidden_wanted) {
+        at::Tensor rows = grad_hidden.narrow(0, r0, n);  // contiguous: whole rows
+        at::mm_out(rows, logits, weight);                // (n, C)
       }
-      log_probs.reset();
-      grad_logits.scatter_(1, index, (picked.exp() - 1.0).to(dtype));
-      const at::Tensor keep = counted.unsqueeze(1).to(dtype);                        // (n, 1)
-      if (grad_hidden_wanted) grad_hidden.narrow(0, r0, n).copy_(at::mm(grad_logits, weight) * keep);  // (n, C)
-      if (grad_weight_wanted) grad_weight.add_(at::mm(grad_logits.t(), h * keep));  // (V, C), summed in fp32
+      if (grad_weight_wanted) {  // (V, C), summed in fp32
+        if (logits.scalar_type() == at::kFloat)
+          grad_weight.addmm_(logits.t(), h);
+        else
+          grad_weight.add_(at::mm(logits.t(), h));
+      }
     }
     if (want_grads)
       ctx->save_for_backward({grad_hidden, grad_weight_wanted ? grad_weight.to(weight.scalar_type()) : at::Tensor()});

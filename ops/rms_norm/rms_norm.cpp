@@ -9,6 +9,7 @@
 
 // The loops are add_rms_norm's with no add (delta null): one set of RMSNorm loops on the CPU.
 #include "../add_rms_norm/add_rms_norm_cpu.hpp"
+#include "../cpu_common/partial_tasks.hpp"
 
 namespace loom_ops {
 namespace {
@@ -43,7 +44,7 @@ struct RmsNormCpu : torch::autograd::Function<RmsNormCpu> {
     const at::Tensor dy = grads[0].to(at::kFloat).contiguous();
     const int64_t d = x.size(-1), rows = x.numel() / d;
     // Each task sums its rows' share of dw into its own row of `partial`; their sum is dw.
-    const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows));
+    const int64_t tasks = cpu::partial_tasks(rows, d);
     at::Tensor dx = at::empty_like(x), partial = at::zeros({tasks, d}, x.options());
     const float *pdy = dy.data_ptr<float>(), *px = x.data_ptr<float>(), *pw = w.data_ptr<float>();
     const float* pr = inverse.data_ptr<float>();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "../cpu_common/partial_tasks.hpp"
 #include "rope_heads_args.hpp"
 #include "rope_heads_cpu.hpp"
 
@@ -53,7 +54,7 @@ struct RopeHeadsCpu : torch::autograd::Function<RopeHeadsCpu> {
     const at::Tensor dy = grads[0].to(at::kFloat).contiguous();
     const int64_t D = x.size(3), rows = x.numel() / D;
     // Each task sums its rows' share of dw into its own row of `partial`; their sum is dw.
-    const int64_t tasks = norm ? std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows)) : 1;
+    const int64_t tasks = norm ? cpu::partial_tasks(rows, D) : 1;
     at::Tensor dx = at::empty_like(x), partial = at::zeros({norm ? tasks : 0, D}, x.options());
     const float* pdy = dy.data_ptr<float>();
     const float* pr = inverse.data_ptr<float>();

@@ -12,6 +12,7 @@
 #include <loom_ops/add_rms_norm.hpp>
 #include <loom_ops/block_attention.hpp>
 #include <loom_ops/chunked_loss.hpp>
+#include <loom_ops/cross_entropy_rows.hpp>
 #include <loom_ops/fused_adamw.hpp>
 #include <loom_ops/gelu_tanh.hpp>
 #include <loom_ops/moe_permutation.hpp>
@@ -24,6 +25,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -247,6 +249,54 @@ TEST_CASE("cuda::moe_permute and cuda::moe_combine: the reference's values and g
   }
   CHECK_THROWS_AS(loom_ops::cuda::moe_permute(at::randn({4, 3}), at::arange(8, at::kLong), 2), std::invalid_argument);
   CHECK(loom_ops::cuda::moe_permute(at::empty({0, 3}, kCuda), at::empty({0}, kCuda.dtype(at::kLong)), 2).numel() == 0);
+}
+
+TEST_CASE("cuda::cross_entropy_rows: the reference's losses and gradients in float32, bfloat16 and float16") {
+  // Rows narrower and wider than a block's 256 threads up to GPT-2's vocabulary, every seventh
+  // row ignored, and the extremes of the CPU test: -inf, +inf and NaN logits.
+  at::manual_seed(23);
+  for (const int64_t V : {50, 4099, 50304}) {
+    CAPTURE(V);
+    const int64_t n = 300;
+    const at::Tensor logits = at::randn({n, V}, kCuda) * 4 + 30;
+    at::Tensor targets = at::randint(0, V, {n}, kCuda.dtype(at::kLong));
+    targets.index_put_({at::arange(0, n, 7, kCuda.dtype(at::kLong))}, -100);
+    const at::Tensor exact_gradient = logits.to(at::kDouble);
+    const at::Tensor exact_loss = loom_ops::reference::cross_entropy_rows(exact_gradient, targets, -100, true);
+    struct Case { at::ScalarType type; double loss, gradient; };
+    for (const Case c : {Case{at::kFloat, 1e-6, 1e-6}, Case{at::kBFloat16, 1e-2, 1e-2}, Case{at::kHalf, 2e-3, 2e-3}}) {
+      const std::string type_name = c10::toString(c.type);
+      CAPTURE(type_name);
+      // Each path's own rounding of the logits, so that only the arithmetic differs.
+      const at::Tensor ours = logits.to(c.type), theirs = logits.to(c.type).to(at::kDouble);
+      const at::Tensor loss = loom_ops::cuda::cross_entropy_rows(ours, targets, -100, true);
+      const at::Tensor want = loom_ops::reference::cross_entropy_rows(theirs, targets, -100, true);
+      CHECK((loss.scalar_type() == at::kFloat));
+      CHECK(largest_error(loss, want) < c.loss);
+      CHECK(largest_error(ours, theirs) < c.gradient);
+      const at::Tensor kept = logits.to(c.type), unchanged = kept.clone();
+      CHECK(at::equal(loom_ops::cuda::cross_entropy_rows(kept, targets, -100, false), loss));
+      CHECK(at::equal(kept, unchanged));
+    }
+    CHECK(largest_error(exact_loss, loom_ops::reference::cross_entropy_rows(logits.clone(), targets, -100, true)) < 1e-6);
+  }
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  at::Tensor extremes = at::randn({4, 9000}, kCuda);
+  extremes[0].narrow(0, 0, 4096).fill_(-inf);
+  extremes[1].fill_(-inf);
+  extremes[2][5000] = inf;
+  extremes[3][17] = nan;
+  const at::Tensor targets = at::tensor({5000, 5000, 0, 0}, kCuda.dtype(at::kLong));
+  const at::Tensor theirs = extremes.clone(), ours = extremes.clone();
+  const at::Tensor want = loom_ops::reference::cross_entropy_rows(theirs, targets, -100, true);
+  const at::Tensor got = loom_ops::cuda::cross_entropy_rows(ours, targets, -100, true);
+  CHECK(at::equal(got.isnan(), want.isnan()));
+  CHECK(largest_error(got[0], want[0]) < 1e-6);
+  CHECK(largest_error(ours[0], theirs[0]) < 1e-6);
+  CHECK(loom_ops::cuda::cross_entropy_rows(at::empty({0, 5}, kCuda), at::empty({0}, kCuda.dtype(at::kLong)), -100, true)
+            .numel() == 0);
+  CHECK_THROWS_AS(loom_ops::cuda::cross_entropy_rows(at::randn({2, 5}), at::zeros({2}, at::kLong), -100, true),
+                  std::invalid_argument);
 }
 
 TEST_CASE("cuda::gelu_tanh: the reference's values and gradients in float32, bfloat16 and float16") {

@@ -4,8 +4,9 @@
 // the keys into 4 blocks (a ring of 4). One JSON object a line:
 // op, path, device, dtype, elements, the median ms of forward and of forward + backward, and
 // the ratio of the reference's time to this path's (above 1: faster than the reference).
+// cross_entropy_rows, which has no autograd and writes over its input, has the one call's ms.
 //
-// usage: loom_bench_ops [--device cpu|cuda] [--reps 20] [--small]
+// usage: loom_bench_ops [--device cpu|cuda] [--reps 20] [--small] [--only OP]
 // The benchmark of the ops tools/device-check runs on the GPU machine (with --device cuda).
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
@@ -19,6 +20,8 @@
 #include <loom_ops/rotary.hpp>
 #include <loom_ops/swiglu.hpp>
 #include <loom_ops/moe_permutation.hpp>
+#include <loom_ops/chunked_loss.hpp>
+#include <loom_ops/cross_entropy_rows.hpp>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
@@ -84,6 +87,24 @@ void compare(const std::string& op, const at::Tensor& x, const std::vector<std::
                 "\"forward_ms\": %.4f, \"forward_backward_ms\": %.4f, \"reference_over_path\": [%.3f, %.3f]}\n",
                 op.c_str(), name.c_str(), o.device.str().c_str(), c10::toString(x.scalar_type()),
                 static_cast<long long>(x.numel()), forward, both, reference_forward / forward, reference_both / both);
+  }
+}
+
+// Times an op that writes over its input (cross_entropy_rows: each row's loss, the gradient over
+// the logits), applied again and again to one buffer: a gradient is as good a set of logits as
+// any. The first path is the reference.
+using RowsPath = at::Tensor (*)(const at::Tensor&, const at::Tensor&, int64_t, bool);
+void compare_in_place(const std::string& op, const at::Tensor& logits, const at::Tensor& targets,
+                      const std::vector<std::pair<std::string, RowsPath>>& paths, const Options& o) {
+  if (!o.only.empty() && o.only != op) return;
+  double reference_ms = 0;
+  for (const auto& [name, f] : paths) {
+    const double ms = median_ms([&, f = f] { f(logits, targets, -100, true); }, o);
+    if (reference_ms == 0) reference_ms = ms;
+    std::printf("{\"op\": \"%s\", \"path\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"elements\": %lld, "
+                "\"forward_ms\": %.4f, \"reference_over_path\": %.3f}\n",
+                op.c_str(), name.c_str(), o.device.str().c_str(), c10::toString(logits.scalar_type()),
+                static_cast<long long>(logits.numel()), ms, reference_ms / ms);
   }
 }
 
@@ -227,6 +248,18 @@ int main(int argc, char** argv) {
       return merged.out;
     };
     compare("block_attention", q, {{"reference", whole}, {"4_blocks", blocks}}, o);
+
+    // The token loss over one chunk of GPT-2's logits (the chunked loss's rows a chunk on this
+    // device, 2668 on a GPU; 256 on the CPU to keep the run short): losses and the gradient.
+    const int64_t vocab = 50304, chunk = o.device.is_cuda() ? loom_ops::loss_chunk_rows(vocab, at::kCUDA) : 256;
+    const at::Tensor logits = at::randn({chunk, vocab}, on.dtype(t)) * 3;
+    const at::Tensor targets = at::randint(0, vocab, {chunk}, on.dtype(at::kLong));
+    std::vector<std::pair<std::string, RowsPath>> rows{{"reference", loom_ops::reference::cross_entropy_rows},
+                                                       {"entry", loom_ops::cross_entropy_rows}};
+#ifdef LOOM_BENCH_OPS_CUDA
+    if (o.device.is_cuda()) rows.emplace_back("cuda_kernel", loom_ops::cuda::cross_entropy_rows);
+#endif
+    compare_in_place("cross_entropy_rows", logits, targets, rows, o);
   }
   return 0;
 }
