@@ -42,28 +42,42 @@ const Case kCases[] = {
 TEST_CASE("adapted logits and every adapter gradient match the reference; merged and PEFT exports agree") {
   const fs::path root = tmp_dir("lora_reference");
   const at::Tensor ids = tokens(kB, kT, kVocab, 31), targets = targets_with_ignored(kB, kT, kVocab, 32);
+  // Each Python reference once a phase (tests/support/python_batch.py): the base folders; the
+  // adapters, their logits and gradients; then the checks of Loom's PEFT exports.
+  std::vector<std::string> bases, references, rereads;
+  for (const Case& c : kCases) {
+    const std::string arch = c.arch;
+    const fs::path base = root / arch, adapter = root / (arch + "_adapter"), exported = root / (arch + "_peft");
+    bases.push_back("write --arch " + arch + " --out " + base.string() + " --seed 4 --dtype F32");
+    const std::string pair = " --model " + base.string() + " --adapter " + adapter.string();
+    references.push_back("write-adapter --model " + base.string() + " --out " + adapter.string() + " --targets " +
+                         joined(c.targets) + " --r " + std::to_string(c.rank) + " --alpha " + std::to_string(c.alpha) +
+                         " --seed 5");
+    references.push_back("logits" + pair + " --ids " + ids_text(ids) + " --out " + (root / (arch + "_logits.json")).string());
+    references.push_back("grads" + pair + " --ids " + ids_text(ids) + " --targets=" + ids_text(targets) + " --out " +
+                         (root / (arch + "_grads.json")).string());
+    rereads.push_back("check-peft --adapter " + exported.string() + " --model " + base.string() + " --out " +
+                      (root / (arch + "_check.json")).string());
+    rereads.push_back("logits --model " + base.string() + " --adapter " + exported.string() + " --ids " + ids_text(ids) +
+                      " --out " + (root / (arch + "_reread.json")).string());
+  }
+  run_reference_batch(kHf, bases, root / "bases.txt");
+  run_reference_batch(kLora, references, root / "references.txt");
   for (const Case& c : kCases) {
     const std::string arch = c.arch;
     CAPTURE(arch);
     const fs::path base = root / arch, adapter = root / (arch + "_adapter");
-    run_reference(kHf, "write --arch " + arch + " --out " + base.string() + " --seed 4 --dtype F32");
-    run_reference(kLora, "write-adapter --model " + base.string() + " --out " + adapter.string() + " --targets " +
-                             joined(c.targets) + " --r " + std::to_string(c.rank) + " --alpha " +
-                             std::to_string(c.alpha) + " --seed 5");
     auto model = adapted_model(base, adapter, c);
 
     // Forward: W x + (alpha / r) B A x in every targeted layer.
-    const std::string pair = " --model " + base.string() + " --adapter " + adapter.string();
-    const at::Tensor ref_logits =
-        as_tensor(reference_json(kLora, "logits" + pair + " --ids " + ids_text(ids), root / (arch + "_logits.json"))["logits"]);
+    const at::Tensor ref_logits = as_tensor(nlohmann::json::parse(read_file(root / (arch + "_logits.json")))["logits"]);
     const at::Tensor adapted = logits_of(*model, ids);
     const double logit_error = relative_error(adapted, ref_logits);
     MESSAGE(arch << ": adapted logits, max relative error " << logit_error);
     CHECK(logit_error < kTolerance);
 
     // Backward: the gradient of the loss sum with respect to every lora_A and lora_B.
-    const nlohmann::json ref = reference_json(
-        kLora, "grads" + pair + " --ids " + ids_text(ids) + " --targets=" + ids_text(targets), root / (arch + "_grads.json"));
+    const nlohmann::json ref = nlohmann::json::parse(read_file(root / (arch + "_grads.json")));
     model->set_training(true);
     const at::Tensor loss = model->loss_sum(ids, targets);
     CHECK(std::abs(loss.item<double>() - ref["loss"].get<double>()) < 1e-5 * std::abs(ref["loss"].get<double>()));
@@ -95,18 +109,19 @@ TEST_CASE("adapted logits and every adapter gradient match the reference; merged
     MESSAGE(arch << ": merged export against the adapted model, max relative logit error " << merged_error);
     CHECK(merged_error < kTolerance);
 
-    // PEFT export: PEFT's format, and the reference reads the same adapter back.
+    // PEFT export: PEFT's format; the reference reads the same adapter back below.
     loom::PeftExportOptions peft;
     peft.adapters = adapters_of(c);
     const fs::path exported = root / (arch + "_peft");
     loom::export_peft_folder(*model, exported, peft);
-    const nlohmann::json check =
-        reference_json(kLora, "check-peft --adapter " + exported.string() + " --model " + base.string(),
-                       root / (arch + "_check.json"));
-    CHECK(check["ok"] == true);
-    const at::Tensor reread = as_tensor(reference_json(kLora, "logits --model " + base.string() + " --adapter " +
-                                                                  exported.string() + " --ids " + ids_text(ids),
-                                                       root / (arch + "_reread.json"))["logits"]);
+  }
+  run_reference_batch(kLora, rereads, root / "rereads.txt");
+  for (const Case& c : kCases) {
+    const std::string arch = c.arch;
+    CAPTURE(arch);
+    CHECK(nlohmann::json::parse(read_file(root / (arch + "_check.json")))["ok"] == true);
+    const at::Tensor ref_logits = as_tensor(nlohmann::json::parse(read_file(root / (arch + "_logits.json")))["logits"]);
+    const at::Tensor reread = as_tensor(nlohmann::json::parse(read_file(root / (arch + "_reread.json")))["logits"]);
     CHECK(relative_error(reread, ref_logits) < 1e-12);  // the adapter's F32 values, written back unchanged
   }
 }
