@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 namespace loom {
 namespace {
@@ -46,6 +47,13 @@ void say_launcher_gone_and_exit() {
 }
 
 void on_launcher_gone(int signo) {
+  // A launcher with threads (its store's) dies thread by thread: the kernel signals when the
+  // thread that forked this rank ends, and getppid() may name the launcher's other, dying threads
+  // for a moment more. Wait for the reparenting (nanosleep is async-signal-safe).
+  for (int i = 0; i < 100 && ::getppid() == g_launcher; ++i) {
+    struct timespec pause{0, 10 * 1000 * 1000};
+    ::nanosleep(&pause, nullptr);
+  }
   if (::getppid() == g_launcher) {  // not from the kernel: a SIGHUP with its usual meaning
     std::signal(signo, SIG_DFL);
     std::raise(signo);

@@ -1,16 +1,17 @@
 // `host launch`: starts the ranks of a data-parallel run on this node without Python. Each
-// rank is this same binary with the torchrun variables set; the launcher forwards SIGINT and
+// rank is this same binary with the torchrun variables set; node 0's launcher serves the ranks'
+// store (as torchrun's agent does, so the ranks find it with TORCHELASTIC_USE_AGENT_STORE), and
+// holds its port from before the ranks start until they end. The launcher forwards SIGINT and
 // SIGTERM, and when one rank fails it says which and stops the others. When the launcher itself
 // dies (SIGKILL, an OOM kill), the kernel tells every rank, which then ends (base/signals.hpp).
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/dll/runtime_symbol_info.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -29,19 +30,37 @@ namespace {
 volatile std::sig_atomic_t g_forward = 0;
 void remember_signal(int signo) { g_forward = signo; }
 
-// A TCP port nobody listens on now, for the rank-0 store.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw runtime_failure(std::string("launch: cannot find a free port: ") + std::strerror(errno) +
-                          "; pass --master-port");
-  ::close(fd);
-  return ntohs(addr.sin_port);
+// The rendezvous store of this node's ranks, served by the launcher itself (as torchrun's agent
+// serves it) on the named port, or on one the kernel assigns when none is named. The launcher
+// holds the listening socket from before the ranks start until they have all ended: a port found
+// free and released for rank 0 to bind later could be taken in between, by any process's
+// outgoing connection (Gloo's own, of a job beside this one) when it lies in the ephemeral range.
+c10::intrusive_ptr<c10d::TCPStore> serve_store(int port, int world) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = true;
+  options.numWorkers = static_cast<size_t>(world);
+  options.waitWorkers = false;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    throw runtime_failure("launch: cannot serve the ranks' store on port " + std::to_string(port) + " (" +
+                          message.substr(0, message.find('\n')) + "); pass a free --master-port");
+  }
+}
+
+// A rank's environment, built before fork: between fork and exec the child of a process with
+// threads (the store's) may only make async-signal-safe calls, which setenv is not.
+std::vector<std::string> rank_environment(const std::vector<std::pair<std::string, std::string>>& set) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string key = entry.substr(0, entry.find('='));
+    if (std::none_of(set.begin(), set.end(), [&](const auto& kv) { return kv.first == key; })) out.push_back(entry);
+  }
+  for (const auto& [key, value] : set) out.push_back(key + "=" + value);
+  return out;
 }
 
 std::string describe_exit(int status) {
@@ -60,8 +79,11 @@ int command_launch(const CommandLine& o) {
     throw usage_failure("usage: host launch --nproc-per-node N [options] -- run MANIFEST [--set KEY=VALUE]...");
   if (o.nnodes > 1 && o.master_port == 0)
     throw usage_failure("launch: with --nnodes > 1 every node needs the same --master-port");
-  const int port = o.master_port ? o.master_port : free_port();
   const int world = o.nnodes * o.nproc_per_node;
+  // Node 0's launcher serves the store; the ranks (also rank 0) are its clients.
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  if (o.node_rank == 0) store = serve_store(o.master_port, world);
+  const int port = store ? static_cast<int>(store->getPort()) : o.master_port;
   const std::string exe = boost::dll::program_location().string();
 
   struct sigaction action{};
@@ -73,23 +95,29 @@ int command_launch(const CommandLine& o) {
   std::vector<pid_t> pids;
   for (int local = 0; local < o.nproc_per_node; ++local) {
     const int rank = o.node_rank * o.nproc_per_node + local;
+    std::vector<std::pair<std::string, std::string>> set{{kLauncherPidVariable, std::to_string(launcher)},
+                                                         {"RANK", std::to_string(rank)},
+                                                         {"LOCAL_RANK", std::to_string(local)},
+                                                         {"WORLD_SIZE", std::to_string(world)},
+                                                         {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+                                                         {"MASTER_ADDR", o.master_addr},
+                                                         {"MASTER_PORT", std::to_string(port)}};
+    if (store) set.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "True");
+    const std::vector<std::string> environment = rank_environment(set);
+    std::vector<char*> envp;
+    for (const auto& entry : environment) envp.push_back(const_cast<char*>(entry.c_str()));
+    envp.push_back(nullptr);
+    std::vector<char*> argv{const_cast<char*>(exe.c_str())};
+    for (const auto& a : child_args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const std::string exec_failed = "launch: cannot start " + exe + "\n";
     const pid_t pid = ::fork();
     if (pid < 0) throw runtime_failure(std::string("launch: fork failed: ") + std::strerror(errno));
     if (pid == 0) {
       ::setpgid(0, 0);  // the terminal's Ctrl-C reaches the launcher, which forwards it once
       if (!end_with_parent(launcher)) ::_exit(static_cast<int>(ExitCode::runtime));
-      setenv(kLauncherPidVariable, std::to_string(launcher).c_str(), 1);
-      setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node).c_str(), 1);
-      setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      std::vector<char*> argv{const_cast<char*>(exe.c_str())};
-      for (const auto& a : child_args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(exe.c_str(), argv.data());
-      std::fprintf(stderr, "launch: cannot start %s: %s\n", exe.c_str(), std::strerror(errno));
+      ::execve(exe.c_str(), argv.data(), envp.data());
+      [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
       ::_exit(127);
     }
     pids.push_back(pid);

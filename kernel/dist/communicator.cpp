@@ -5,9 +5,12 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/failure.hpp"
+#include "dist/local_address.hpp"
+#include "dist/rank_liveness.hpp"
 #ifdef LOOM_WITH_NCCL
 #include "dist/nccl_comm.hpp"
 #else
@@ -19,11 +22,15 @@ class NcclComm {};  // never created without NCCL; complete so the owning pointe
 namespace loom {
 namespace {
 
-c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(const std::string& master_addr,
+// Gloo listens for its peers on `address`, this rank's own (the ranks of other nodes connect
+// there), or on the interface GLOO_SOCKET_IFNAME names, as with PyTorch.
+c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(const std::string& address,
                                                                  std::chrono::milliseconds timeout) {
   auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
-  gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
-      master_addr == "localhost" ? std::string("127.0.0.1") : master_addr));
+  const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+  gloo->devices.push_back(interface != nullptr && *interface != '\0'
+                              ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
+                              : c10d::ProcessGroupGloo::createDeviceForHostname(address));
   return gloo;
 }
 
@@ -49,8 +56,10 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
     options.timeout = timeout;
     store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
     check_in(timeout);
+    device_address_ = local_address_toward(env.master_addr);
+    liveness_ = std::make_shared<RankLiveness>(env, device_address_, timeout);
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env.rank, env.world_size,
-                                                         gloo_options(env.master_addr, timeout));
+                                                         gloo_options(device_address_, timeout));
 #ifdef LOOM_WITH_NCCL
     if (nccl) nccl_ = std::make_unique<NcclComm>(*store_, env.rank, env.world_size, cuda_device);
 #else
@@ -70,7 +79,7 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
 
 Communicator::Communicator(Communicator& parent, const std::vector<int>& ranks, const std::string& name)
     : env_(parent.env_), timeout_(parent.timeout_), nccl_requested_(parent.nccl_requested_),
-      cuda_device_(parent.cuda_device_) {
+      cuda_device_(parent.cuda_device_), device_address_(parent.device_address_), liveness_(parent.liveness_) {
   const auto mine = std::find(ranks.begin(), ranks.end(), parent.env_.rank);
   if (mine == ranks.end())
     throw runtime_failure("distributed: rank " + std::to_string(parent.env_.rank) + " is not in its own group " + name);
@@ -79,7 +88,7 @@ Communicator::Communicator(Communicator& parent, const std::vector<int>& ranks, 
   guarded(("creating the group " + name).c_str(), [&] {
     store_ = c10::make_intrusive<c10d::PrefixStore>("loom/group/" + name, parent.store_);
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world_size,
-                                                         gloo_options(env_.master_addr, timeout_));
+                                                         gloo_options(device_address_, timeout_));
 #ifdef LOOM_WITH_NCCL
     if (nccl_requested_) nccl_ = std::make_unique<NcclComm>(*store_, env_.rank, env_.world_size, cuda_device_);
 #endif
@@ -122,9 +131,10 @@ void Communicator::guarded(const char* what, Call&& call) {
     call();
   } catch (const std::exception& e) {
     const std::string message = e.what();
+    const std::string lost = liveness_ ? liveness_->who_is_lost() : std::string();
     throw runtime_failure(std::string("distributed: ") + what + " failed on rank " + std::to_string(env_.rank) +
-                          ": " + message.substr(0, message.find('\n')) +
-                          "; another rank exited or stopped responding (see its log)");
+                          ": " + message.substr(0, message.find('\n')) + "; " +
+                          (lost.empty() ? "another rank exited or stopped responding (see its log)" : lost));
   }
 }
 

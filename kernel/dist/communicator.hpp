@@ -1,6 +1,7 @@
 // communicator.hpp: collectives between the ranks of a data-parallel run, on LibTorch's own
 // engines: ranks meet at a c10d TCPStore, and ProcessGroupGloo moves CPU tensors. Every
-// failure (a rank that died, a timeout) becomes one runtime Failure that says what happened.
+// failure (a rank that died, a timeout) becomes one runtime Failure that says what happened and,
+// where the ranks' heartbeats tell, which ranks on which node were lost (dist/rank_liveness.hpp).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -22,6 +23,7 @@ class Work;
 namespace loom {
 
 class NcclComm;
+class RankLiveness;
 
 class Communicator {
  public:
@@ -99,6 +101,8 @@ class Communicator {
   std::map<uint64_t, c10::intrusive_ptr<c10d::Work>> tickets_;  // started broadcasts
   uint64_t next_ticket_ = 0;
   std::unique_ptr<NcclComm> nccl_;  // null unless the run uses NCCL
+  std::string device_address_;      // this rank's address for Gloo: toward MASTER_ADDR
+  std::shared_ptr<RankLiveness> liveness_;  // the world's, shared by its groups
 };
 
 }  // namespace loom

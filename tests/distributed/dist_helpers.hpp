@@ -10,9 +10,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -62,17 +64,30 @@ inline std::map<std::string, at::Tensor> weights(const fs::path& checkpoint) {
   return out;
 }
 
-// A TCP port nobody listens on right now.
+// A TCP port nobody listens on right now, below the kernel's ephemeral range
+// (ip_local_port_range): a port the kernel assigned once (bind to port 0) can be handed again to
+// any outgoing connection (Gloo's, a torchrun's, of a test beside this one) before the run binds
+// it; below the range only an explicit bind takes it. Random, so that tests beside each other
+// seldom try the same one; tried before it is returned.
 inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  int ephemeral_low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
+  const int low = 20000, high = std::max(low + 1000, ephemeral_low);
+  static std::mt19937 pick(std::random_device{}());
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = std::uniform_int_distribution<int>(low, high - 1)(pick);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    if (bound) return port;
+  }
+  FAIL("no free TCP port between " << low << " and " << high);
+  return 0;
 }
 
 inline void check_close(const std::vector<double>& a, const std::vector<double>& b) {

@@ -149,3 +149,39 @@ TEST_CASE("two launches on one node at once each meet on a free port of their ow
   CHECK(ma[1].str() != mb[1].str());
   CHECK(ma[1].str() != "29500");
 }
+
+TEST_CASE("two launchers as two nodes meet at the store node 0's launcher serves") {
+  const fs::path dir = loom_test::tmp_dir("dist-two-nodes");
+  const std::string m = manifest(dir, 5);
+  REQUIRE(run_host("run " + m + " --set run.name=w1 --set data.batch_size=8").code == 0);
+  const std::string port = std::to_string(free_port());
+  const auto node = [&](int rank) {
+    return std::string(LOOM_HOST_BIN) + " launch --nproc-per-node 1 --nnodes 2 --node-rank " + std::to_string(rank) +
+           " --master-addr 127.0.0.1 --master-port " + port + " -- run " + m +
+           " --set run.name=n2 --set data.batch_size=4 2> " + (dir / ("node" + std::to_string(rank) + ".err")).string();
+  };
+  // Node 1 first: its rank waits (up to timeout_s) for the store node 0's launcher opens.
+  const auto r = run_shell("sh -c '(" + node(1) + ") & b=$!; sleep 1; " + node(0) + "; ra=$?; wait $b; exit $((ra + $?))'");
+  const std::string logs = loom_test::read_file(dir / "node0.err") + loom_test::read_file(dir / "node1.err");
+  CHECK_MESSAGE(r.code == 0, logs);
+  check_close(losses(dir / "w1"), losses(dir / "n2"));
+}
+
+TEST_CASE("a --master-port another process holds is one line naming it, exit 1") {
+  const fs::path dir = loom_test::tmp_dir("dist-port-taken");
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof(addr);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  const auto r = run_host("launch --nproc-per-node 2 --master-port " + port + " -- run " + manifest(dir, 5));
+  ::close(fd);
+  CHECK(r.code == 1);
+  CHECK_MESSAGE(r.err.find("launch: cannot serve the ranks' store on port " + port) != std::string::npos, r.err);
+  CHECK_MESSAGE(r.err.find("launch: rank 0 is pid") == std::string::npos, r.err);  // no rank started
+}
