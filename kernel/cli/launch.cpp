@@ -102,7 +102,9 @@ int command_launch(const CommandLine& o) {
                                                          {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
                                                          {"MASTER_ADDR", o.master_addr},
                                                          {"MASTER_PORT", std::to_string(port)}};
-    if (store) set.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "True");
+    // On every node: all ranks are the store's clients, and use the same keys (dist_env.hpp
+    // attempt_prefix) whether their node serves it or not.
+    set.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "True");
     const std::vector<std::string> environment = rank_environment(set);
     std::vector<char*> envp;
     for (const auto& entry : environment) envp.push_back(const_cast<char*>(entry.c_str()));

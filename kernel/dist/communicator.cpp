@@ -55,6 +55,7 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
     options.waitWorkers = false;  // ranks check in below, so a timeout can say who is missing
     options.timeout = timeout;
     store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    if (!attempt_prefix(env).empty()) store_ = c10::make_intrusive<c10d::PrefixStore>(attempt_prefix(env), store_);
     check_in(timeout);
     device_address_ = local_address_toward(env.master_addr);
     liveness_ = std::make_shared<RankLiveness>(env, device_address_, timeout);

@@ -54,6 +54,7 @@ DistEnv read_dist_env() {
     e.local_world_size = env_int("LOCAL_WORLD_SIZE", e.world_size);
     const char* agent = env("TORCHELASTIC_USE_AGENT_STORE");
     e.agent_store = agent && std::string(agent) == "True";
+    e.restart_attempt = env_int("TORCHELASTIC_RESTART_COUNT", 0);
   } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
     e.launcher = "slurm";
     e.rank = env_int("SLURM_PROCID", 0);
@@ -76,6 +77,10 @@ DistEnv read_dist_env() {
   if (e.master_port < 1 || e.master_port > 65535)
     throw usage_failure("MASTER_PORT=" + std::to_string(e.master_port) + " is not a TCP port");
   return e;
+}
+
+std::string attempt_prefix(const DistEnv& env) {
+  return env.agent_store ? "/worker/attempt_" + std::to_string(env.restart_attempt) : std::string();
 }
 
 }  // namespace loom

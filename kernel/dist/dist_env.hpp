@@ -15,10 +15,16 @@ struct DistEnv {
   int master_port = 29500;
   std::string launcher = "none";  // "torchrun", "slurm", "mpi" or "none"
   bool agent_store = false;       // torchrun's agent already serves the store at MASTER_PORT
+  int restart_attempt = 0;        // TORCHELASTIC_RESTART_COUNT: the agent's store outlives attempts
 };
 
 // Throws a usage Failure when the variables contradict each other (rank >= world size ...).
 DistEnv read_dist_env();
+
+// The key prefix of this attempt's keys in a store that outlives the ranks (an agent's: torchrun
+// restarts them in place after a failure, keeping its store), so that one attempt never reads
+// another's keys; torch.distributed's own env:// rendezvous uses the same prefix. "" otherwise.
+std::string attempt_prefix(const DistEnv& env);
 
 // "node[01-04],gpu7" -> "node01": the first host of a Slurm node list.
 std::string first_slurm_host(const std::string& nodelist);

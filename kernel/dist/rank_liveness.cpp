@@ -1,5 +1,6 @@
 #include "dist/rank_liveness.hpp"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <unistd.h>
 
@@ -15,7 +16,7 @@ namespace loom {
 
 struct RankLiveness::State {
   DistEnv env;
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::Store> store;
   std::mutex mutex;
   std::condition_variable wake;
   bool stop = false;
@@ -76,6 +77,8 @@ RankLiveness::RankLiveness(const DistEnv& env, const std::string& my_address, st
   options.waitWorkers = false;
   options.timeout = std::min(timeout, std::chrono::milliseconds(kStoreDeadline));
   state_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+  if (!attempt_prefix(env).empty())
+    state_->store = c10::make_intrusive<c10d::PrefixStore>(attempt_prefix(env), state_->store);
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   const std::string where = std::string(host) + " (" + my_address + ")";

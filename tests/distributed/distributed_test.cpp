@@ -185,3 +185,31 @@ TEST_CASE("a --master-port another process holds is one line naming it, exit 1")
   CHECK_MESSAGE(r.err.find("launch: cannot serve the ranks' store on port " + port) != std::string::npos, r.err);
   CHECK_MESSAGE(r.err.find("launch: rank 0 is pid") == std::string::npos, r.err);  // no rank started
 }
+
+TEST_CASE("under torchrun's elastic agent a killed rank's group restarts and resumes to the uninterrupted weights") {
+  const std::string torchrun = (fs::path(LOOM_PYTHON).parent_path() / "torchrun").string();
+  REQUIRE_MESSAGE(fs::exists(torchrun), torchrun << " is missing: LOOM_PYTHON has no torch (tools/dev installs it)");
+  const fs::path dir = loom_test::tmp_dir("dist-elastic");
+  const std::string m = manifest(dir, 60);
+  const auto whole = run_host("launch --nproc-per-node 2 -- run " + m + " --set run.name=whole --set data.batch_size=4");
+  REQUIRE_MESSAGE(whole.code == 0, whole.err);
+  // The agent keeps its store across attempts: the restarted ranks must not read the first
+  // attempt's keys (they meet under /worker/attempt_1, as torch.distributed's own ranks do).
+  const fs::path err = dir / "torchrun.err";
+  const std::string elastic = torchrun + " --nnodes 1 --nproc_per_node 2 --max-restarts 1 --rdzv-backend c10d " +
+                              "--rdzv-endpoint 127.0.0.1:" + std::to_string(free_port()) + " --no_python " +
+                              LOOM_HOST_BIN + " run " + m + " --set run.name=el --set data.batch_size=4";
+  const fs::path lock = dir / "el" / "run.lock";
+  const auto r = run_shell("sh -c '" + elastic + " 2>" + err.string() + " & agent=$!; for i in $(seq 1 6000); do [ -e " +
+                           (dir / "el" / "checkpoints" / "step-20").string() + " ] && break; sleep 0.01; done; " +
+                           "kill -9 $(sed -n \"s/.*\\\"pid\\\":\\([0-9]*\\).*/\\1/p\" " + lock.string() +
+                           "); wait $agent'");
+  const std::string said = loom_test::read_file(err);
+  REQUIRE_MESSAGE(r.code == 0, said);
+  CHECK_MESSAGE(said.find("resumed from") != std::string::npos, said);
+  check_close(losses(dir / "whole"), losses(dir / "el"));
+  const auto a = weights(dir / "whole" / "checkpoints" / "step-60");
+  const auto b = weights(dir / "el" / "checkpoints" / "step-60");
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, t] : a) CHECK_MESSAGE(at::equal(t, b.at(name)), name);  // bit for bit
+}
