@@ -15,13 +15,16 @@ Cases (each prints one line, PASS, FAIL or SKIP with the reason):
   cut_at_start   node 1 cut off before the rendezvous: node 0 names the ranks that never joined
   killed_saving  node 1 killed while a checkpoint is being written: no checkpoint is left
                  marked valid that is not whole, and the run resumes from the newest valid one
+  elastic_3_to_2 torchrun's elastic agent on 3 nodes (--nnodes 2:3), node 2 cut off mid-run: the
+                 other two restart their ranks at world 4, which resume from the newest
+                 checkpoint (saved at world 6) to a 4-rank run's final weights from it (1e-5)
   slow_link      50 ms of delay and 5% loss on a link (tc netem): the same losses as the clean run
 After every fault: no process of the run is left, the run folder's lock is free, and every
 checkpoint folder `host checkpoint inspect` calls valid loads.
 
 Needs root (namespaces) and iproute2; exits 77 (ctest's skip) with the reason otherwise.
 
-usage: multinode_test.py --host build/bin/host --tmp DIR [--only CASE,...]
+usage: multinode_test.py --host build/bin/host --tmp DIR [--torchrun .venv/bin/torchrun] [--only CASE,...]
 """
 
 import argparse
@@ -31,6 +34,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -129,7 +133,7 @@ def losses(run):
 
 class Case:
     def __init__(self, args, cluster, name):
-        self.host, self.cluster, self.name = args.host, cluster, name
+        self.host, self.torchrun, self.cluster, self.name = args.host, args.torchrun, cluster, name
         self.folder = os.path.join(args.tmp, name)
         shutil.rmtree(self.folder, ignore_errors=True)
         os.makedirs(self.folder)
@@ -322,6 +326,84 @@ def case_killed_saving(case):
     return f"step-{interrupted} was being written: left as {saving[0]}, resumed from step-{newest}, replaced"
 
 
+def safetensors_tensors(folder):
+    """{name: (dtype, shape, bytes)} of every .safetensors file in a checkpoint folder (the format:
+    an 8-byte little-endian header length, a JSON header of offsets, the data)."""
+    out = {}
+    for entry in sorted(os.listdir(folder)):
+        if not entry.endswith(".safetensors"):
+            continue
+        with open(os.path.join(folder, entry), "rb") as f:
+            blob = f.read()
+        length = struct.unpack("<Q", blob[:8])[0]
+        header = json.loads(blob[8:8 + length])
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            begin, end = info["data_offsets"]
+            out[name] = (info["dtype"], info["shape"], blob[8 + length + begin:8 + length + end])
+    return out
+
+
+def largest_difference(a, b):
+    """The largest |x - y| over two F32 tensors' values."""
+    n = len(a) // 4
+    xs, ys = struct.unpack(f"<{n}f", a), struct.unpack(f"<{n}f", b)
+    return max((abs(x - y) for x, y in zip(xs, ys)), default=0.0)
+
+
+def case_elastic_3_to_2(case):
+    """torchrun's elastic agent on 3 nodes (--nnodes 2:3); node 2 cut off mid-run: the other two
+    re-rendezvous, restart their ranks at world 4, which resume from the newest checkpoint (saved
+    at world 6) and finish; their final weights equal a 4-rank run resumed from that checkpoint."""
+    if not case.torchrun or not os.path.exists(case.torchrun):
+        return f"SKIP: no torchrun at '{case.torchrun}' (pass --torchrun; tools/dev's .venv has it)"
+    steps = 30
+    m = write_manifest(case.folder, steps, every=5)
+    name = case.run_name
+    run = os.path.join(case.folder, name)
+    rows = ["--set", "data.batch_size=1", "--set", "run.global_batch_size=12"]  # accum 2 at 6 ranks, 3 at 4
+    agents = []
+    for node in range(3):
+        argv = [case.torchrun, "--nnodes", "2:3", "--nproc_per_node", "2", "--max-restarts", "3", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", f"{case.cluster.address(0)}:{MASTER_PORT}", "--rdzv-id", "loom-elastic",
+                # is_host: torchrun decides who serves the rendezvous by the hostname, which every
+                # namespace shares with this machine
+                "--rdzv-conf", f"join_timeout=60,last_call_timeout=3,is_host={'true' if node == 0 else 'false'}",
+                # the address the others reach this node's agent store at: the shared hostname would not do
+                "--local-addr", case.cluster.address(node), "--no_python", case.host, "run", m, "--set",
+                f"run.name={name}", *rows]
+        agents.append(case.cluster.start(node, argv, os.path.join(case.folder, f"{name}-node{node}.log")))
+    if not case.check(case.wait_for_step(run, 8, agents[:2], limit=180), "the run did not reach step 8 on 3 nodes"):
+        case.wait_all(agents, 1)
+        return
+    case.cluster.cut(2)
+    codes = case.wait_all(agents[:2], 240)
+    case.wait_all(agents[2:], 1)  # the cut-off node's agent waits for a rendezvous it cannot reach
+    text = case.log(name, 0) + case.log(name, 1)
+    case.check(codes == [0, 0], f"nodes 0 and 1 exited {codes}:\n{text[-4000:]}")
+    resumed = re.findall(r"resumed from (\S+/step-(\d+)) at step", text)
+    if not case.check(resumed, f"no rank resumed:\n{text[-4000:]}"):
+        return
+    checkpoint, step = resumed[-1]
+    world = re.findall(r"rank 0 of (\d+) joined", text)
+    case.check(world[-1:] == ["4"], f"the last attempt ran at world sizes {world}, not 4")
+    # The reference: 4 ranks of one launcher, resumed from the same checkpoint.
+    ref = subprocess.run([case.host, "launch", "--nproc-per-node", "4", "--", "run", m, "--set", "run.name=ref", *rows,
+                          "--set", f"checkpoint.resume={checkpoint}"], capture_output=True, text=True)
+    if not case.check(ref.returncode == 0, f"the reference run failed: {ref.stderr[-3000:]}"):
+        return
+    last = f"checkpoints/step-{steps}"
+    a = safetensors_tensors(os.path.join(run, last))
+    b = safetensors_tensors(os.path.join(case.folder, "ref", last))
+    weights = [k for k in a if k.startswith("model/")]
+    case.check(weights and sorted(weights) == sorted(k for k in b if k.startswith("model/")), "the weights differ in names")
+    worst = max((largest_difference(a[k][2], b[k][2]) for k in weights if k in b), default=0.0)
+    case.check(worst <= 1e-5, f"final weights differ by {worst:.3g} from the 4-rank run resumed at step {step}")
+    case.check_nothing_left(run)
+    return f"restarted at world 4 from step-{step} (saved at world 6); final weights within {worst:.2g} of the reference"
+
+
 def case_slow_link(case):
     node = case.cluster.nodes[1]
     added = subprocess.run(["ip", "netns", "exec", node, "tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay",
@@ -334,6 +416,7 @@ def case_slow_link(case):
 
 CASES = {"clean": case_clean, "node_killed": case_node_killed, "node_cut": case_node_cut,
          "master_killed": case_master_killed, "cut_at_start": case_cut_at_start, "killed_saving": case_killed_saving,
+         "elastic_3_to_2": case_elastic_3_to_2,
          "slow_link": case_slow_link}
 
 
@@ -341,6 +424,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--host", required=True)
     parser.add_argument("--tmp", required=True)
+    parser.add_argument("--torchrun", default="", help="PyTorch's torchrun, for the elastic case")
     parser.add_argument("--only", default=",".join(CASES))
     args = parser.parse_args()
     args.host = os.path.abspath(args.host)
@@ -358,7 +442,7 @@ def main():
     ip("netns", "del", f"lmnprobe{os.getpid()}", check=False)
     failed = 0
     for name in args.only.split(","):
-        with Cluster(2) as cluster:
+        with Cluster(3 if name.startswith("elastic") else 2) as cluster:
             case = Case(args, cluster, name)
             started = time.monotonic()
             try:
