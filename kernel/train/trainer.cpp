@@ -23,7 +23,8 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
     : plan_(plan),
       settings_(plan.run),
       device_(resolve_device(settings_.device, env.local_rank, settings_.device_at)),
-      run_dir_(run_dir) {
+      run_dir_(run_dir),
+      restart_attempt_(env.restart_attempt) {
   apply_run_settings(settings_, device_, env.local_world_size);
   comm_ = build_communicator(plan, env, device_);
   mesh_ = make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel),
@@ -316,7 +317,13 @@ void Trainer::restore(const std::filesystem::path& path, Restore mode) {
   progress_.tokens = restored.tokens;
   for (auto& tracker : p_->trackers) tracker.resume(progress_.step);  // drop what the lost steps logged
   if (mode == Restore::resume) {
-    const std::string note = "resumed from " + path.string() + " at step " + std::to_string(progress_.step);
+    // The trackers and the log say when the resume is an elastic agent's restart, and at what
+    // world size (the operator's question after a node was lost).
+    std::string note = "resumed from " + path.string() + " at step " + std::to_string(progress_.step);
+    if (restart_attempt_ > 0)
+      note += " after restart " + std::to_string(restart_attempt_) + " by torchrun's elastic agent";
+    if (restored.world_size != mesh_.data())
+      note += ", data-parallel ranks " + std::to_string(restored.world_size) + " -> " + std::to_string(mesh_.data());
     spdlog::info("{}", note);
     for (auto& tracker : p_->trackers) tracker.note(note);
   }

@@ -386,6 +386,8 @@ def case_elastic_3_to_2(case):
     if not case.check(resumed, f"no rank resumed:\n{text[-4000:]}"):
         return
     checkpoint, step = resumed[-1]
+    case.check(re.search(r"resumed from \S+ at step \d+ after restart \d+ by torchrun's elastic agent, data-parallel "
+                         r"ranks 6 -> 4", text) is not None, f"the resume does not say restart and world sizes:\n{text[-3000:]}")
     world = re.findall(r"rank 0 of (\d+) joined", text)
     case.check(world[-1:] == ["4"], f"the last attempt ran at world sizes {world}, not 4")
     # The reference: 4 ranks of one launcher, resumed from the same checkpoint.
