@@ -52,7 +52,8 @@ const std::vector<Flag>& flags() {
       {"nnodes", "M", "nodes in the run (default 1)", &CommandLine::nnodes},
       {"node-rank", "R", "this node's number, 0 to M-1", &CommandLine::node_rank},
       {"master-addr", "A", "address of node 0, where the ranks meet (default 127.0.0.1)", &CommandLine::master_addr},
-      {"master-port", "P", "port on node 0 (default: a free one; required with --nnodes > 1)",
+      {"master-port", "P", "port on node 0 where its launcher serves the ranks' store (default: one the kernel "
+                           "assigns; required with --nnodes > 1)",
        &CommandLine::master_port},
       {"prompt", "TEXT", "generate: the text to continue (with --chat: the one user message)", &CommandLine::prompt},
       {"chat", nullptr, "generate: render messages with the tokenizer's chat template; without --prompt, one per line of stdin",
