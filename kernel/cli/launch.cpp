@@ -95,17 +95,16 @@ int command_launch(const CommandLine& o) {
   std::vector<pid_t> pids;
   for (int local = 0; local < o.nproc_per_node; ++local) {
     const int rank = o.node_rank * o.nproc_per_node + local;
-    std::vector<std::pair<std::string, std::string>> set{{kLauncherPidVariable, std::to_string(launcher)},
-                                                         {"RANK", std::to_string(rank)},
-                                                         {"LOCAL_RANK", std::to_string(local)},
-                                                         {"WORLD_SIZE", std::to_string(world)},
-                                                         {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
-                                                         {"MASTER_ADDR", o.master_addr},
-                                                         {"MASTER_PORT", std::to_string(port)}};
-    // On every node: all ranks are the store's clients, and use the same keys (dist_env.hpp
-    // attempt_prefix) whether their node serves it or not.
-    set.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "True");
-    const std::vector<std::string> environment = rank_environment(set);
+    // TORCHELASTIC_USE_AGENT_STORE on every node: all ranks are the store's clients, and use the
+    // same keys (dist_env.hpp attempt_prefix) whether their node serves it or not.
+    const std::vector<std::string> environment = rank_environment({{kLauncherPidVariable, std::to_string(launcher)},
+                                                                   {"RANK", std::to_string(rank)},
+                                                                   {"LOCAL_RANK", std::to_string(local)},
+                                                                   {"WORLD_SIZE", std::to_string(world)},
+                                                                   {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+                                                                   {"MASTER_ADDR", o.master_addr},
+                                                                   {"MASTER_PORT", std::to_string(port)},
+                                                                   {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
     std::vector<char*> envp;
     for (const auto& entry : environment) envp.push_back(const_cast<char*>(entry.c_str()));
     envp.push_back(nullptr);
