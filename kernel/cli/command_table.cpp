@@ -49,12 +49,28 @@ const std::vector<Flag>& flags() {
       {"max-shard-size", "SIZE", "export: the largest weights file, such as 5GB (default) or 500MB; more go to shards",
        &CommandLine::max_shard_size},
       {"nproc-per-node", "N", "ranks to start on this node", &CommandLine::nproc_per_node},
-      {"nnodes", "M", "nodes in the run (default 1)", &CommandLine::nnodes},
-      {"node-rank", "R", "this node's number, 0 to M-1", &CommandLine::node_rank},
+      {"nnodes", "M|MIN:MAX",
+       "nodes in the run (default 1); a range MIN:MAX makes the run elastic: it starts with up to MAX nodes and "
+       "goes on with as few as MIN after one is lost",
+       &CommandLine::nnodes},
+      {"node-rank", "R", "this node's number, 0 to M-1 (elastic runs number their nodes themselves)",
+       &CommandLine::node_rank},
       {"master-addr", "A", "address of node 0, where the ranks meet (default 127.0.0.1)", &CommandLine::master_addr},
       {"master-port", "P", "port on node 0 where its launcher serves the ranks' store (default: one the kernel "
                            "assigns; required with --nnodes > 1)",
        &CommandLine::master_port},
+      {"max-restarts", "K",
+       "elastic: after a failure, stop every node's ranks and start them again (from the newest valid checkpoint, "
+       "at the new world size) up to K times (default 0)",
+       &CommandLine::max_restarts},
+      {"rdzv-id", "ID", "elastic: the job's name in the store, the same on every node, so that jobs sharing a "
+                        "master never mix (default none)",
+       &CommandLine::rdzv_id},
+      {"rdzv-timeout", "S", "elastic: seconds a round may take to gather MIN nodes (default 600)",
+       &CommandLine::rdzv_timeout},
+      {"rdzv-last-call", "S",
+       "elastic: once MIN nodes are there, seconds to wait for more before starting with those (default 30)",
+       &CommandLine::rdzv_last_call},
       {"prompt", "TEXT", "generate: the text to continue (with --chat: the one user message)", &CommandLine::prompt},
       {"chat", nullptr, "generate: render messages with the tokenizer's chat template; without --prompt, one per line of stdin",
        &CommandLine::chat},
@@ -257,7 +273,9 @@ const std::vector<Command>& commands() {
        &command_checkpoint_export},
       {"launch", "-- run MANIFEST [--set KEY=VALUE]...",
        "start the ranks of a data-parallel run on this node (what torchrun does, without Python)", 0, 0,
-       {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port"}, &command_launch},
+       {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port", "max-restarts", "rdzv-id", "rdzv-timeout",
+        "rdzv-last-call"},
+       &command_launch},
   };
   return table;
 }

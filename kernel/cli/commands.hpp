@@ -20,9 +20,13 @@ struct CommandLine {
   bool merge = false;                         // export --format hf: fold LoRA adapters into the weights
   std::string checkpoint;              // eval: a step-N folder; empty: the run's newest
   // launch
-  int nproc_per_node = 1, nnodes = 1, node_rank = 0;
+  int nproc_per_node = 1, node_rank = 0;
+  std::string nnodes = "1";            // "M", or "MIN:MAX" for an elastic run
   std::string master_addr = "127.0.0.1";
   int master_port = 0;                 // 0: a free port (single node only)
+  int max_restarts = 0;                // elastic: restarts after failures before giving up
+  std::string rdzv_id;                 // elastic: the job's name in the store
+  int rdzv_timeout = 600, rdzv_last_call = 30;  // elastic: seconds to gather MIN nodes; to wait for more
   std::vector<std::string> child_args;  // after `--`: the command every rank runs
   // generate
   std::string prompt, prompts, system, tokenizer, temperature = "0", top_p = "1";

@@ -55,6 +55,8 @@ DistEnv read_dist_env() {
     const char* agent = env("TORCHELASTIC_USE_AGENT_STORE");
     e.agent_store = agent && std::string(agent) == "True";
     e.restart_attempt = env_int("TORCHELASTIC_RESTART_COUNT", 0);
+    if (const char* id = env("LOOM_RDZV_ID")) e.rdzv_id = id;
+    if (const char* reason = env("LOOM_RESTART_REASON")) e.restart_reason = reason;
   } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
     e.launcher = "slurm";
     e.rank = env_int("SLURM_PROCID", 0);
@@ -80,7 +82,16 @@ DistEnv read_dist_env() {
 }
 
 std::string attempt_prefix(const DistEnv& env) {
-  return env.agent_store ? "/worker/attempt_" + std::to_string(env.restart_attempt) : std::string();
+  if (!env.agent_store) return std::string();
+  const std::string attempt = "attempt_" + std::to_string(env.restart_attempt);
+  return env.rdzv_id.empty() ? "/worker/" + attempt : "/loom/" + env.rdzv_id + "/" + attempt;
+}
+
+std::string restart_description(const DistEnv& env) {
+  if (env.restart_attempt == 0) return std::string();
+  const std::string restart = "restart " + std::to_string(env.restart_attempt);
+  if (env.rdzv_id.empty()) return restart + " by torchrun's elastic agent";
+  return restart + " by host launch" + (env.restart_reason.empty() ? "" : " (" + env.restart_reason + ")");
 }
 
 }  // namespace loom

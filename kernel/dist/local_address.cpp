@@ -43,4 +43,29 @@ std::string local_address_toward(const std::string& host) {
                         "); check the address and this node's network");
 }
 
+bool is_this_machine(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host == "localhost" ? "127.0.0.1" : host.c_str(), "0", &hints, &found) != 0 || found == nullptr)
+    return false;
+  const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(found, &::freeaddrinfo);
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    // Binding succeeds only to an address of one of this machine's interfaces (port 0: any).
+    const bool mine = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    ::close(fd);
+    if (mine) return true;
+  }
+  return false;
+}
+
+std::string describe_node(const std::string& address) {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return std::string(host) + " (" + address + ")";
+}
+
 }  // namespace loom

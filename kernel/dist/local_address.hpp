@@ -14,4 +14,11 @@ namespace loom {
 // leads there.
 std::string local_address_toward(const std::string& host);
 
+// Whether `host` (a name or an address) names this machine: one of its addresses binds here.
+// False when it does not resolve.
+bool is_this_machine(const std::string& host);
+
+// "vm7 (10.0.0.2)": this machine's host name and `address`, as failure lines name a node.
+std::string describe_node(const std::string& address);
+
 }  // namespace loom

@@ -12,6 +12,9 @@
 #include <optional>
 #include <vector>
 
+#include "dist/local_address.hpp"
+#include "dist/within_deadline.hpp"
+
 namespace loom {
 
 struct RankLiveness::State {
@@ -34,21 +37,6 @@ std::string rank_list(const std::vector<int>& ranks) {
   std::string out;
   for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
   return out;
-}
-
-// call() on a thread of its own, given up (left to end with the process) after `deadline`:
-// nothing when it did not return in time or threw.
-template <class Result, class Call>
-std::optional<Result> within(std::chrono::milliseconds deadline, Call call) {
-  auto task = std::make_shared<std::packaged_task<Result()>>(std::move(call));
-  std::future<Result> result = task->get_future();
-  std::thread([task] { (*task)(); }).detach();
-  if (result.wait_for(deadline) != std::future_status::ready) return std::nullopt;
-  try {
-    return result.get();
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
 }
 
 void beat_until_stopped(const std::shared_ptr<RankLiveness::State>& state) {
@@ -79,9 +67,7 @@ RankLiveness::RankLiveness(const DistEnv& env, const std::string& my_address, st
   state_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   if (!attempt_prefix(env).empty())
     state_->store = c10::make_intrusive<c10d::PrefixStore>(attempt_prefix(env), state_->store);
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  const std::string where = std::string(host) + " (" + my_address + ")";
+  const std::string where = describe_node(my_address);
   state_->store->set(address_key(env.rank), std::vector<uint8_t>(where.begin(), where.end()));
   state_->store->add(counter_key(env.rank), 1);
   beating_ = std::thread([state = state_] { beat_until_stopped(state); });
@@ -131,7 +117,20 @@ std::string RankLiveness::who_is_lost() {
   std::string out;
   for (const auto& [where, ranks] : *lost)
     out += (out.empty() ? "rank(s) " : "; rank(s) ") + rank_list(ranks) + " on " + where;
-  return out.empty() ? out : out + " stopped responding: their node died or was cut off, or they were killed";
+  if (out.empty()) return out;
+  out += " stopped responding: their node died or was cut off, or they were killed";
+  within<bool>(kStoreDeadline, [state, out] { return !state->store->compareSet(kLostKey, "", out).empty(); });
+  return out;
+}
+
+std::string RankLiveness::recorded_loss(const c10::intrusive_ptr<c10d::Store>& store, const DistEnv& env) {
+  const auto ranks_store = c10::make_intrusive<c10d::PrefixStore>(attempt_prefix(env), store);
+  const auto found = within<std::string>(kStoreDeadline, [ranks_store] {
+    if (!ranks_store->check({kLostKey})) return std::string();
+    const std::vector<uint8_t> value = ranks_store->get(kLostKey);
+    return std::string(value.begin(), value.end());
+  });
+  return found.value_or(std::string());
 }
 
 }  // namespace loom

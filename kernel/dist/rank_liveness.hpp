@@ -14,6 +14,8 @@
 // the process ends soon after anyway.
 #pragma once
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -38,6 +40,12 @@ class RankLiveness {
   // lost or cut off", or "" when every rank still beats. Never throws; returns within about
   // kWatch plus two store deadlines.
   std::string who_is_lost();
+
+  // The first finding of who_is_lost in a run, kept in the store (under the attempt's prefix)
+  // for the elastic launcher to give as the reason of its restart; "" when no rank found one
+  // or the store does not answer.
+  static std::string recorded_loss(const c10::intrusive_ptr<c10d::Store>& store, const DistEnv& env);
+  static constexpr const char* kLostKey = "loom/lost";
 
   static constexpr std::chrono::milliseconds kBeat{1000};
   static constexpr std::chrono::milliseconds kWatch{3000};

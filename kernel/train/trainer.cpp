@@ -24,7 +24,7 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
       settings_(plan.run),
       device_(resolve_device(settings_.device, env.local_rank, settings_.device_at)),
       run_dir_(run_dir),
-      restart_attempt_(env.restart_attempt) {
+      restart_(restart_description(env)) {
   apply_run_settings(settings_, device_, env.local_world_size);
   comm_ = build_communicator(plan, env, device_);
   mesh_ = make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel),
@@ -320,8 +320,7 @@ void Trainer::restore(const std::filesystem::path& path, Restore mode) {
     // The trackers and the log say when the resume is an elastic agent's restart, and at what
     // world size (the operator's question after a node was lost).
     std::string note = "resumed from " + path.string() + " at step " + std::to_string(progress_.step);
-    if (restart_attempt_ > 0)
-      note += " after restart " + std::to_string(restart_attempt_) + " by torchrun's elastic agent";
+    if (!restart_.empty()) note += " after " + restart_;
     if (restored.world_size != mesh_.data())
       note += ", data-parallel ranks " + std::to_string(restored.world_size) + " -> " + std::to_string(mesh_.data());
     spdlog::info("{}", note);

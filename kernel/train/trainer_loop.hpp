@@ -155,7 +155,7 @@ class Trainer {
   Progress progress_;
   std::string data_state_;     // dataset position after the last batch consumed
   int64_t last_saved_step_ = -1;
-  int restart_attempt_ = 0;  // torchrun's elastic agent: the ranks' restarts so far (TORCHELASTIC_RESTART_COUNT)
+  std::string restart_;  // an elastic launcher's restart that started these ranks (dist_env.hpp), or ""
   LogWindow window_;
   bool epoch_ended_ = false;    // an epoch ended during the current step
   bool data_ran_out_ = false;   // a finite stream ended inside a step (ABI 1.7)

@@ -213,3 +213,56 @@ TEST_CASE("under torchrun's elastic agent a killed rank's group restarts and res
   REQUIRE(a.size() == b.size());
   for (const auto& [name, t] : a) CHECK_MESSAGE(at::equal(t, b.at(name)), name);  // bit for bit
 }
+
+TEST_CASE("host launch --nnodes 2:3: a lost node's launcher and the other two restart at world 2 and finish") {
+  const fs::path dir = loom_test::tmp_dir("dist-launch-elastic");
+  const std::string m = manifest(dir, 60);
+  // 6 rows a step at any world size: accumulation 2 at 3 ranks, 3 at 2.
+  const std::string rows = " --set data.batch_size=1 --set run.global_batch_size=6";
+  const std::string port = std::to_string(free_port());
+  const auto node = [&](const std::string& name) {
+    return std::string(LOOM_HOST_BIN) + " launch --nproc-per-node 1 --nnodes 2:3 --max-restarts 1 --rdzv-id " +
+           "elastic-test --rdzv-last-call 1 --rdzv-timeout 60 --master-port " + port + " -- run " + m +
+           " --set run.name=el" + rows + " 2> " + (dir / (name + ".err")).string();
+  };
+  // a starts first and serves the store; c's launcher is killed once step 20 is saved.
+  const auto r = run_shell("sh -c '(" + node("a") + ") & a=$!; sleep 0.5; (" + node("b") + ") & b=$!; " + node("c") +
+                           " & c=$!; for i in $(seq 1 6000); do [ -e " + (dir / "el" / "checkpoints" / "step-20").string() +
+                           " ] && break; sleep 0.01; done; kill -9 $c; wait $a; ra=$?; wait $b; exit $((ra + $?))'");
+  const std::string said = loom_test::read_file(dir / "a.err") + loom_test::read_file(dir / "b.err");
+  REQUIRE_MESSAGE(r.code == 0, said);
+  CHECK_MESSAGE(said.find("launch: round 1: 2 node(s), world size 2 (was 3)") != std::string::npos, said);
+  CHECK_MESSAGE(said.find("launch: restart 1 of 1: ") != std::string::npos, said);
+  std::smatch resumed;
+  REQUIRE_MESSAGE(std::regex_search(said, resumed,
+                                    std::regex(R"(resumed from (\S+/step-\d+) at step \d+ after restart 1 by host launch )"
+                                               R"(\(.+\), data-parallel ranks 3 -> 2)")),
+                  said);
+  // The reference: 2 ranks of one launcher resumed from the same checkpoint, bit for bit.
+  const auto ref = run_host("launch --nproc-per-node 2 -- run " + m + " --set run.name=ref" + rows +
+                            " --set checkpoint.resume=\"" + resumed[1].str() + "\"");
+  REQUIRE_MESSAGE(ref.code == 0, ref.err);
+  const auto a = weights(dir / "el" / "checkpoints" / "step-60");
+  const auto b = weights(dir / "ref" / "checkpoints" / "step-60");
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, t] : a) CHECK_MESSAGE(at::equal(t, b.at(name)), name);
+}
+
+TEST_CASE("host launch's elastic flags refuse what they cannot mean, exit 2") {
+  const fs::path dir = loom_test::tmp_dir("dist-launch-elastic-bad");
+  const std::string m = manifest(dir, 5);
+  struct Bad {
+    const char* flags;
+    const char* says;
+  };
+  for (const Bad& bad : {Bad{"--nnodes 3:2 --master-port 29999", "--nnodes 3:2: MIN is above MAX"},
+                         Bad{"--nnodes two", "--nnodes two is not a node count M or a range MIN:MAX"},
+                         Bad{"--nnodes 1:2 --node-rank 1 --master-port 29999", "leave --node-rank out"},
+                         Bad{"--nnodes 1:2", "every node needs the same --master-port"},
+                         Bad{"--max-restarts -1", "need --max-restarts >= 0"}}) {
+    CAPTURE(bad.flags);
+    const auto r = run_host(std::string("launch --nproc-per-node 1 ") + bad.flags + " -- run " + m);
+    CHECK(r.code == 2);
+    CHECK_MESSAGE(r.err.find(bad.says) != std::string::npos, r.err);
+  }
+}

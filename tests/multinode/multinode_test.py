@@ -18,6 +18,7 @@ Cases (each prints one line, PASS, FAIL or SKIP with the reason):
   elastic_3_to_2 torchrun's elastic agent on 3 nodes (--nnodes 2:3), node 2 cut off mid-run: the
                  other two restart their ranks at world 4, which resume from the newest
                  checkpoint (saved at world 6) to a 4-rank run's final weights from it (1e-5)
+  launch_elastic_3_to_2  the same with `host launch --nnodes 2:3 --max-restarts 3` on each node
   slow_link      50 ms of delay and 5% loss on a link (tc netem): the same losses as the clean run
 After every fault: no process of the run is left, the run folder's lock is free, and every
 checkpoint folder `host checkpoint inspect` calls valid loads.
@@ -358,6 +359,31 @@ def case_elastic_3_to_2(case):
     at world 6) and finish; their final weights equal a 4-rank run resumed from that checkpoint."""
     if not case.torchrun or not os.path.exists(case.torchrun):
         return f"SKIP: no torchrun at '{case.torchrun}' (pass --torchrun; tools/dev's .venv has it)"
+
+    def agent(node, tail):
+        return [case.torchrun, "--nnodes", "2:3", "--nproc_per_node", "2", "--max-restarts", "3", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", f"{case.cluster.address(0)}:{MASTER_PORT}", "--rdzv-id", "loom-elastic",
+                # is_host: torchrun decides who serves the rendezvous by the hostname, which every
+                # namespace shares with this machine
+                "--rdzv-conf", f"join_timeout=60,last_call_timeout=3,is_host={'true' if node == 0 else 'false'}",
+                # the address the others reach this node's agent store at: the shared hostname would not do
+                "--local-addr", case.cluster.address(node), "--no_python", case.host, *tail]
+    return elastic_3_to_2(case, agent, r"by torchrun's elastic agent")
+
+
+def case_launch_elastic_3_to_2(case):
+    """The same with `host launch --nnodes 2:3` on each node instead of torchrun: the launcher
+    on node 0's address serves the rendezvous store, the others join it."""
+    def launcher(node, tail):
+        return [case.host, "launch", "--nnodes", "2:3", "--nproc-per-node", "2", "--max-restarts", "3", "--rdzv-id",
+                "loom-elastic", "--rdzv-last-call", "3", "--rdzv-timeout", "60", "--master-addr",
+                case.cluster.address(0), "--master-port", str(MASTER_PORT), "--", *tail]
+    return elastic_3_to_2(case, launcher, r"by host launch \(.+\)")
+
+
+def elastic_3_to_2(case, agent_argv, restarted_by):
+    """Three agents (agent_argv(node, ["run", manifest, ...])), node 2 cut off mid-run; the final
+    weights against a 4-rank run resumed from the checkpoint the restart resumed from."""
     steps = 30
     m = write_manifest(case.folder, steps, every=5)
     name = case.run_name
@@ -365,15 +391,10 @@ def case_elastic_3_to_2(case):
     rows = ["--set", "data.batch_size=1", "--set", "run.global_batch_size=12"]  # accum 2 at 6 ranks, 3 at 4
     agents = []
     for node in range(3):
-        argv = [case.torchrun, "--nnodes", "2:3", "--nproc_per_node", "2", "--max-restarts", "3", "--rdzv-backend", "c10d",
-                "--rdzv-endpoint", f"{case.cluster.address(0)}:{MASTER_PORT}", "--rdzv-id", "loom-elastic",
-                # is_host: torchrun decides who serves the rendezvous by the hostname, which every
-                # namespace shares with this machine
-                "--rdzv-conf", f"join_timeout=60,last_call_timeout=3,is_host={'true' if node == 0 else 'false'}",
-                # the address the others reach this node's agent store at: the shared hostname would not do
-                "--local-addr", case.cluster.address(node), "--no_python", case.host, "run", m, "--set",
-                f"run.name={name}", *rows]
+        argv = agent_argv(node, ["run", m, "--set", f"run.name={name}", *rows])
         agents.append(case.cluster.start(node, argv, os.path.join(case.folder, f"{name}-node{node}.log")))
+        if node == 0:
+            time.sleep(0.5)  # node 0's agent serves the store: the others find it there
     if not case.check(case.wait_for_step(run, 8, agents[:2], limit=180), "the run did not reach step 8 on 3 nodes"):
         case.wait_all(agents, 1)
         return
@@ -386,7 +407,7 @@ def case_elastic_3_to_2(case):
     if not case.check(resumed, f"no rank resumed:\n{text[-4000:]}"):
         return
     checkpoint, step = resumed[-1]
-    case.check(re.search(r"resumed from \S+ at step \d+ after restart \d+ by torchrun's elastic agent, data-parallel "
+    case.check(re.search(r"resumed from \S+ at step \d+ after restart \d+ " + restarted_by + r", data-parallel "
                          r"ranks 6 -> 4", text) is not None, f"the resume does not say restart and world sizes:\n{text[-3000:]}")
     world = re.findall(r"rank 0 of (\d+) joined", text)
     case.check(world[-1:] == ["4"], f"the last attempt ran at world sizes {world}, not 4")
@@ -418,7 +439,7 @@ def case_slow_link(case):
 
 CASES = {"clean": case_clean, "node_killed": case_node_killed, "node_cut": case_node_cut,
          "master_killed": case_master_killed, "cut_at_start": case_cut_at_start, "killed_saving": case_killed_saving,
-         "elastic_3_to_2": case_elastic_3_to_2,
+         "elastic_3_to_2": case_elastic_3_to_2, "launch_elastic_3_to_2": case_launch_elastic_3_to_2,
          "slow_link": case_slow_link}
 
 
@@ -444,7 +465,7 @@ def main():
     ip("netns", "del", f"lmnprobe{os.getpid()}", check=False)
     failed = 0
     for name in args.only.split(","):
-        with Cluster(3 if name.startswith("elastic") else 2) as cluster:
+        with Cluster(3 if "elastic" in name else 2) as cluster:
             case = Case(args, cluster, name)
             started = time.monotonic()
             try:

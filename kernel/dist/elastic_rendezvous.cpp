@@ -1,0 +1,157 @@
+#include "dist/elastic_rendezvous.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "base/failure.hpp"
+#include "dist/within_deadline.hpp"
+
+namespace loom {
+namespace {
+
+std::string text(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+
+// "failure\n<reason>" or "admit\n<reason>": one value, so that every launcher reads one cause.
+std::string encode(const RoundEnd& end) { return std::string(end.admit ? "admit" : "failure") + "\n" + end.reason; }
+
+RoundEnd decode(const std::string& value) {
+  const size_t cut = value.find('\n');
+  return RoundEnd{value.substr(0, cut) == "admit", cut == std::string::npos ? value : value.substr(cut + 1)};
+}
+
+}  // namespace
+
+ElasticRendezvous::ElasticRendezvous(c10::intrusive_ptr<c10d::Store> store, RendezvousSettings settings)
+    : store_(std::move(store)), settings_(std::move(settings)) {}
+
+std::string ElasticRendezvous::key(int round, const std::string& name) const {
+  return "loom/rdzv/" + settings_.id + "/round/" + std::to_string(round) + "/" + name;
+}
+
+namespace {
+
+// One store request within the deadline, or the line that the store's host is gone.
+template <class Result, class Call>
+Result ask(const c10::intrusive_ptr<c10d::Store>& store, const std::string& what, Call call) {
+  auto answer = within<Result>(ElasticRendezvous::kStoreDeadline, [store, call] { return call(*store); });
+  if (!answer)
+    throw runtime_failure("launch: the rendezvous store no longer answers (" + what +
+                          "): the node serving it, at --master-addr, is lost or cut off, and the job cannot go on "
+                          "without it");
+  return *answer;
+}
+
+}  // namespace
+
+RoundMembers ElasticRendezvous::join(int round) {
+  using clock = std::chrono::steady_clock;
+  const auto give_up = clock::now() + settings_.join_timeout;
+  for (int r = round;; ++r) {
+    const std::string joined = key(r, "joined"), closed = key(r, "closed");
+    const int64_t place = ask<int64_t>(store_, "joining", [joined](c10d::Store& s) { return s.add(joined, 1); });
+    const std::string mine = std::to_string(settings_.nproc_per_node) + " " + settings_.where;
+    const std::string node_key = key(r, "node/" + std::to_string(place));
+    ask<bool>(store_, "joining", [node_key, mine](c10d::Store& s) { return s.set(node_key, mine), true; });
+    int64_t last_count = -1;
+    clock::time_point last_arrival = clock::now();
+    std::optional<int64_t> nnodes;
+    while (!nnodes) {
+      // Closed by someone (the count every launcher of the round goes by), or closable now.
+      const std::string at_close = ask<std::string>(store_, "waiting for the round", [closed](c10d::Store& s) {
+        return s.check({closed}) ? text(s.get(closed)) : std::string();
+      });
+      if (!at_close.empty()) {
+        nnodes = std::stoll(at_close);
+        break;
+      }
+      const int64_t count = ask<int64_t>(store_, "waiting for the round", [joined](c10d::Store& s) { return s.add(joined, 0); });
+      if (count != last_count) {
+        last_count = count;
+        last_arrival = clock::now();  // a new arrival opens the last call again
+      }
+      const bool full = count >= settings_.max_nodes;
+      const bool enough = count >= settings_.min_nodes && clock::now() - last_arrival >= settings_.last_call;
+      if (full || enough) {
+        const std::string proposal = std::to_string(std::min<int64_t>(count, settings_.max_nodes));
+        nnodes = std::stoll(ask<std::string>(store_, "closing the round", [closed, proposal](c10d::Store& s) {
+          return s.compareSet(closed, std::string(), proposal);
+        }));
+        break;
+      }
+      if (clock::now() > give_up)
+        throw runtime_failure("launch: rendezvous '" + settings_.id + "' round " + std::to_string(r) + ": " +
+                              std::to_string(count) + " of at least " + std::to_string(settings_.min_nodes) +
+                              " nodes arrived within --rdzv-timeout " + std::to_string(settings_.join_timeout.count()) +
+                              " s; start the missing nodes' launchers or lower --nnodes");
+      std::this_thread::sleep_for(kPoll);
+    }
+    if (place > *nnodes) {
+      std::fprintf(stderr, "launch: round %d closed with %lld nodes before this one arrived; waiting for the next\n", r,
+                   static_cast<long long>(*nnodes));
+      continue;  // the running nodes see this one waiting in round r + 1 and make room if they can
+    }
+    RoundMembers members;
+    members.round = r;
+    members.node_rank = static_cast<int>(place - 1);
+    members.nnodes = static_cast<int>(*nnodes);
+    for (int64_t n = 1; n <= *nnodes; ++n) {
+      const std::string other = key(r, "node/" + std::to_string(n));
+      // Its place is taken before its description is written: wait for the description.
+      const std::string value = ask<std::string>(store_, "reading the round's nodes", [other](c10d::Store& s) {
+        return text(s.get(other));
+      });
+      const size_t space = value.find(' ');
+      const int nproc = std::stoi(value.substr(0, space));
+      const std::string where = value.substr(space + 1);
+      if (nproc != settings_.nproc_per_node)
+        throw usage_failure("launch: node " + where + " starts " + std::to_string(nproc) + " ranks and this one " +
+                            std::to_string(settings_.nproc_per_node) + ": give every node the same --nproc-per-node");
+      members.nodes.push_back(where);
+    }
+    return members;
+  }
+}
+
+RoundEnd ElasticRendezvous::end_round(int round, const RoundEnd& why) {
+  const std::string ended_key = key(round, "ended"), value = encode(why);
+  return decode(ask<std::string>(store_, "ending the round", [ended_key, value](c10d::Store& s) {
+    return s.compareSet(ended_key, std::string(), value);
+  }));
+}
+
+std::optional<RoundEnd> ElasticRendezvous::ended(int round, int nnodes) {
+  const std::string ended_key = key(round, "ended"), waiting = key(round + 1, "joined");
+  const bool may_grow = nnodes < settings_.max_nodes;
+  const auto [recorded, waiting_nodes] = ask<std::pair<std::string, int64_t>>(
+      store_, "watching the round", [ended_key, waiting, may_grow](c10d::Store& s) {
+        const std::string value = s.check({ended_key}) ? text(s.get(ended_key)) : std::string();
+        return std::make_pair(value, value.empty() && may_grow ? s.add(waiting, 0) : int64_t{0});
+      });
+  if (!recorded.empty()) return decode(recorded);
+  if (waiting_nodes > 0)
+    return end_round(round, RoundEnd{true, std::to_string(waiting_nodes) + " node(s) waiting to join (" +
+                                               std::to_string(nnodes) + " running, at most " +
+                                               std::to_string(settings_.max_nodes) + ")"});
+  return std::nullopt;
+}
+
+void ElasticRendezvous::finish(int round, int nnodes, bool serving) {
+  const std::string finished = key(round, "finished"), ended_key = key(round, "ended");
+  int64_t count = ask<int64_t>(store_, "finishing", [finished](c10d::Store& s) { return s.add(finished, 1); });
+  if (!serving) return;
+  const auto give_up = std::chrono::steady_clock::now() + settings_.join_timeout;
+  bool said = false;
+  while (count < nnodes && std::chrono::steady_clock::now() < give_up) {
+    if (!said) std::fprintf(stderr, "launch: waiting for the other nodes' ranks to end (this node serves the store)\n");
+    said = true;
+    std::this_thread::sleep_for(kPoll);
+    const auto [done, ended] = ask<std::pair<int64_t, bool>>(store_, "finishing", [finished, ended_key](c10d::Store& s) {
+      return std::make_pair(s.add(finished, 0), s.check({ended_key}));
+    });
+    if (ended) return;  // another node failed after this one's ranks ended well: they go on without it
+    count = done;
+  }
+}
+
+}  // namespace loom
