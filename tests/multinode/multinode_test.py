@@ -19,6 +19,8 @@ Cases (each prints one line, PASS, FAIL or SKIP with the reason):
                  other two restart their ranks at world 4, which resume from the newest
                  checkpoint (saved at world 6) to a 4-rank run's final weights from it (1e-5)
   launch_elastic_3_to_2  the same with `host launch --nnodes 2:3 --max-restarts 3` on each node
+  slow_rate      a link limited to 1 Mbit/s each way (tc tbf): the same losses as one process, and
+                 the step time against the full-speed bridge
   slow_link      50 ms of delay and 5% loss on a link (tc netem): the same losses as the clean run
 After every fault: no process of the run is left, the run folder's lock is free, and every
 checkpoint folder `host checkpoint inspect` calls valid loads.
@@ -232,21 +234,49 @@ def fault_case(case, fault, expect_node0, expect_node1, both_stop=True):
     return seconds
 
 
-def case_clean(case):
+def two_nodes_against_one(case, run_name):
+    """20 steps on 2 nodes x 2 ranks against one process: the worst relative loss difference and
+    the two-node run's median step time (ms), or None after a failure."""
     m = write_manifest(case.folder, 20)
-    one = subprocess.run([case.host, "run", m, "--set", "run.name=one", "--set", "data.batch_size=8"],
-                         capture_output=True, text=True)
-    if not case.check(one.returncode == 0, f"one process failed: {one.stderr[-2000:]}"):
-        return
-    procs = [case.launch(0, m, "two"), case.launch(1, m, "two")]
-    codes = case.wait_all(procs, 180)
+    if not os.path.exists(os.path.join(case.folder, "one")):
+        one = subprocess.run([case.host, "run", m, "--set", "run.name=one", "--set", "data.batch_size=8"],
+                             capture_output=True, text=True)
+        if not case.check(one.returncode == 0, f"one process failed: {one.stderr[-2000:]}"):
+            return None
+    procs = [case.launch(0, m, run_name), case.launch(1, m, run_name)]
+    codes = case.wait_all(procs, 300)
     for node, code in enumerate(codes):
-        case.check(code == 0, f"node {node} exited {code}:\n{case.log('two', node)[-3000:]}")
-    a, b = losses(os.path.join(case.folder, "one")), losses(os.path.join(case.folder, "two"))
-    case.check(len(a) == 20 and len(b) == 20, f"{len(a)} and {len(b)} losses logged, not 20")
+        case.check(code == 0, f"node {node} exited {code}:\n{case.log(run_name, node)[-3000:]}")
+    a, b = losses(os.path.join(case.folder, "one")), losses(os.path.join(case.folder, run_name))
+    if not case.check(len(a) == 20 and len(b) == 20, f"{len(a)} and {len(b)} losses logged, not 20"):
+        return None
     worst = max((abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b)), default=0)
     case.check(worst <= 1e-5, f"losses differ by {worst:.3g} (relative) from one process's")
-    return f"losses within {worst:.2g} of one process"
+    with open(os.path.join(case.folder, run_name, "metrics.jsonl")) as f:
+        times = sorted(json.loads(line)["step_time_ms"] for line in f if "step_time_ms" in line)
+    return worst, times[len(times) // 2]
+
+
+def case_clean(case):
+    result = two_nodes_against_one(case, "two")
+    return result and f"losses within {result[0]:.2g} of one process, median step {result[1]:.1f} ms"
+
+
+def case_slow_rate(case):
+    """Node 1's link limited to 1 Mbit/s each way (tc tbf): the same losses as one process, and
+    what the slow link costs per step against the same run on the full-speed bridge."""
+    clean = two_nodes_against_one(case, "fast")
+    if clean is None:
+        return None
+    limits = [(case.cluster.nodes[1], "eth0"), (case.cluster.switch, "port1")]  # both directions
+    for ns, dev in limits:
+        added = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+                                "1mbit", "burst", "32kb", "latency", "400ms"], capture_output=True, text=True)
+        if added.returncode != 0:
+            return "SKIP: tc tbf is not available here (" + (added.stderr.strip() or "no tc") + ")"
+    slow = two_nodes_against_one(case, "slow")
+    return slow and (f"losses within {slow[0]:.2g} of one process; median step {slow[1]:.1f} ms at 1 Mbit/s against "
+                     f"{clean[1]:.1f} ms on the bridge ({slow[1] / clean[1]:.1f}x)")
 
 
 LOST_NODE1 = r"rank\(s\) 2, 3 on \S+ \(10\.213\.\d+\.2\) stopped responding"
@@ -440,7 +470,7 @@ def case_slow_link(case):
 CASES = {"clean": case_clean, "node_killed": case_node_killed, "node_cut": case_node_cut,
          "master_killed": case_master_killed, "cut_at_start": case_cut_at_start, "killed_saving": case_killed_saving,
          "elastic_3_to_2": case_elastic_3_to_2, "launch_elastic_3_to_2": case_launch_elastic_3_to_2,
-         "slow_link": case_slow_link}
+         "slow_rate": case_slow_rate, "slow_link": case_slow_link}
 
 
 def main():
