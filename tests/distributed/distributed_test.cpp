@@ -266,3 +266,29 @@ TEST_CASE("host launch's elastic flags refuse what they cannot mean, exit 2") {
     CHECK_MESSAGE(r.err.find(bad.says) != std::string::npos, r.err);
   }
 }
+
+TEST_CASE("two elastic jobs sharing one master's store never mix: each trains at its own world size") {
+  const fs::path dir = loom_test::tmp_dir("dist-launch-two-jobs");
+  const std::string m = manifest(dir, 10);
+  const std::string port = std::to_string(free_port());
+  const auto launcher = [&](const std::string& job, int nproc, const std::string& nnodes, int steps,
+                            const std::string& log) {
+    return std::string(LOOM_HOST_BIN) + " launch --nproc-per-node " + std::to_string(nproc) + " --nnodes " + nnodes +
+           " --rdzv-id " + job + " --rdzv-last-call 1 --rdzv-timeout 60 --master-port " + port + " -- run " + m +
+           " --set run.name=" + job + " --set run.steps=" + std::to_string(steps) + " 2> " + (dir / log).string();
+  };
+  // Job a's first launcher serves the store and runs longest; job b (3 ranks of one launcher)
+  // meets in the same store, under its own id, while job a's two nodes train.
+  // The store lives in that launcher: job a's 400 steps outlast job b's 10 (a job whose store's
+  // launcher ends first loses it, README "Many machines").
+  const auto r = run_shell("sh -c '(" + launcher("a", 1, "2", 400, "a0.err") + ") & a0=$!; sleep 0.5; (" +
+                           launcher("a", 1, "2", 400, "a1.err") + ") & a1=$!; " + launcher("b", 3, "1", 10, "b.err") +
+                           "; rb=$?; wait $a0; ra0=$?; wait $a1; exit $((rb + ra0 + $?))'");
+  const std::string said = loom_test::read_file(dir / "a0.err") + loom_test::read_file(dir / "a1.err") +
+                           loom_test::read_file(dir / "b.err");
+  REQUIRE_MESSAGE(r.code == 0, said);
+  CHECK_MESSAGE(said.find("rank 0 of 2 joined") != std::string::npos, said);
+  CHECK_MESSAGE(said.find("rank 0 of 3 joined") != std::string::npos, said);
+  CHECK(losses(dir / "a").size() == 400);
+  CHECK(losses(dir / "b").size() == 10);
+}
