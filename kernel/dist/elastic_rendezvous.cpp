@@ -15,6 +15,21 @@ std::string text(const std::vector<uint8_t>& bytes) { return std::string(bytes.b
 // "failure\n<reason>" or "admit\n<reason>": one value, so that every launcher reads one cause.
 std::string encode(const RoundEnd& end) { return std::string(end.admit ? "admit" : "failure") + "\n" + end.reason; }
 
+// A count another launcher wrote; anything else in the store is refused by key, never guessed.
+int64_t count_at(const std::string& key, const std::string& value) {
+  size_t used = 0;
+  int64_t out = -1;
+  try {
+    out = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || out < 0)
+    throw runtime_failure("launch: the rendezvous store holds \"" + value.substr(0, 40) + "\" at " + key +
+                          ", not a count a Loom launcher writes: is another program using --master-port?");
+  return out;
+}
+
 RoundEnd decode(const std::string& value) {
   const size_t cut = value.find('\n');
   return RoundEnd{value.substr(0, cut) == "admit", cut == std::string::npos ? value : value.substr(cut + 1)};
@@ -62,7 +77,7 @@ RoundMembers ElasticRendezvous::join(int round) {
         return s.check({closed}) ? text(s.get(closed)) : std::string();
       });
       if (!at_close.empty()) {
-        nnodes = std::stoll(at_close);
+        nnodes = count_at(closed, at_close);
         break;
       }
       const int64_t count = ask<int64_t>(store_, "waiting for the round", [joined](c10d::Store& s) { return s.add(joined, 0); });
@@ -74,7 +89,7 @@ RoundMembers ElasticRendezvous::join(int round) {
       const bool enough = count >= settings_.min_nodes && clock::now() - last_arrival >= settings_.last_call;
       if (full || enough) {
         const std::string proposal = std::to_string(std::min<int64_t>(count, settings_.max_nodes));
-        nnodes = std::stoll(ask<std::string>(store_, "closing the round", [closed, proposal](c10d::Store& s) {
+        nnodes = count_at(closed, ask<std::string>(store_, "closing the round", [closed, proposal](c10d::Store& s) {
           return s.compareSet(closed, std::string(), proposal);
         }));
         break;
@@ -102,8 +117,8 @@ RoundMembers ElasticRendezvous::join(int round) {
         return text(s.get(other));
       });
       const size_t space = value.find(' ');
-      const int nproc = std::stoi(value.substr(0, space));
-      const std::string where = value.substr(space + 1);
+      const int64_t nproc = count_at(other, value.substr(0, space));
+      const std::string where = space == std::string::npos ? "?" : value.substr(space + 1);
       if (nproc != settings_.nproc_per_node)
         throw usage_failure("launch: node " + where + " starts " + std::to_string(nproc) + " ranks and this one " +
                             std::to_string(settings_.nproc_per_node) + ": give every node the same --nproc-per-node");
