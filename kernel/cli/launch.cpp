@@ -73,8 +73,8 @@ c10::intrusive_ptr<c10d::TCPStore> join_store(const std::string& addr, int port,
 
 // Elastic: the launcher on --master-addr's machine serves the store, and the others (also a
 // second launcher on that machine, whose bind fails) are its clients, as with torchrun's c10d
-// rendezvous. The store lives as long as the launcher serving it.
-// `serving` says which it became.
+// rendezvous; `serving` says which this one became. The store lives as long as the launcher
+// serving it.
 c10::intrusive_ptr<c10d::TCPStore> serve_or_join_store(const CommandLine& o, std::chrono::seconds timeout,
                                                       bool& serving) {
   serving = false;
@@ -173,6 +173,10 @@ int run_elastic(const CommandLine& o, const NodeCount& nodes) {
                  nodes.min, nodes.max);
     const RoundMembers members = rendezvous.join(round);
     round = members.round;
+    // A node that waited out the round before joins knowing why it ended (it ended before this
+    // round could close), so its ranks' resume note says so too.
+    if (round > 0 && restart_reason.empty())
+      if (const auto before = rendezvous.ended(round - 1, members.nnodes)) restart_reason = before->reason;
     const int world = members.nnodes * o.nproc_per_node;
     const std::string was = world_before ? " (was " + std::to_string(world_before) + ")" : "";
     std::fprintf(stderr, "launch: round %d: %d node(s), world size %d%s; this is node %d, %s\n", round,
@@ -226,8 +230,11 @@ int run_elastic(const CommandLine& o, const NodeCount& nodes) {
     restart_reason = end->reason;
     world_before = world;
     ++round;
-    std::fprintf(stderr, "launch: restart %d of %d%s: %s\n", restarts, o.max_restarts,
-                 end->admit ? " (to admit a node: not counted)" : "", end->reason.c_str());
+    if (end->admit)
+      std::fprintf(stderr, "launch: restarting to admit a node (not counted in --max-restarts): %s\n",
+                   end->reason.c_str());
+    else
+      std::fprintf(stderr, "launch: restart %d of %d: %s\n", restarts, o.max_restarts, end->reason.c_str());
   }
 }
 

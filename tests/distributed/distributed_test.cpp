@@ -292,3 +292,33 @@ TEST_CASE("two elastic jobs sharing one master's store never mix: each trains at
   CHECK(losses(dir / "a").size() == 400);
   CHECK(losses(dir / "b").size() == 10);
 }
+
+TEST_CASE("host launch --nnodes 2:3: a node arriving mid-run is admitted by a restart that uses none of --max-restarts") {
+  const fs::path dir = loom_test::tmp_dir("dist-launch-admit");
+  const std::string m = manifest(dir, 400);
+  const std::string rows = " --set data.batch_size=1 --set run.global_batch_size=6";
+  const std::string port = std::to_string(free_port());
+  const auto node = [&](const std::string& name) {
+    return std::string(LOOM_HOST_BIN) + " launch --nproc-per-node 1 --nnodes 2:3 --max-restarts 0 --rdzv-id admit " +
+           "--rdzv-last-call 1 --rdzv-timeout 60 --master-port " + port + " -- run " + m + " --set run.name=ad" + rows +
+           " 2> " + (dir / (name + ".err")).string();
+  };
+  // a and b start at world 2; c arrives once step 20 is saved and waits in the next round.
+  const auto r = run_shell("sh -c '(" + node("a") + ") & a=$!; sleep 0.5; (" + node("b") + ") & b=$!; " +
+                           "for i in $(seq 1 6000); do [ -e " + (dir / "ad" / "checkpoints" / "step-20").string() +
+                           " ] && break; sleep 0.01; done; " + node("c") +
+                           "; rc=$?; wait $a; ra=$?; wait $b; exit $((rc + ra + $?))'");
+  const std::string said =
+      loom_test::read_file(dir / "a.err") + loom_test::read_file(dir / "b.err") + loom_test::read_file(dir / "c.err");
+  REQUIRE_MESSAGE(r.code == 0, said);
+  CHECK_MESSAGE(said.find("round 0 closed with 2 nodes before this one arrived") != std::string::npos, said);
+  CHECK_MESSAGE(said.find("launch: restarting to admit a node (not counted in --max-restarts): 1 node(s) waiting "
+                          "to join (2 running, at most 3)") != std::string::npos,
+                said);
+  CHECK_MESSAGE(said.find("launch: round 1: 3 node(s), world size 3 (was 2)") != std::string::npos, said);
+  // Whichever node rank 0 landed on, the note gives the reason (also the late node's).
+  CHECK_MESSAGE(said.find("after restart 1 by host launch (1 node(s) waiting to join (2 running, at most 3)), "
+                          "data-parallel ranks 2 -> 3") != std::string::npos,
+                said);
+  CHECK(losses(dir / "ad").back() > 0);
+}
