@@ -214,16 +214,28 @@ TEST_CASE("under torchrun's elastic agent a killed rank's group restarts and res
   for (const auto& [name, t] : a) CHECK_MESSAGE(at::equal(t, b.at(name)), name);  // bit for bit
 }
 
+namespace {
+
+// 6 rows a step at any world size: accumulation 2 at 3 ranks, 3 at 2.
+const std::string kSixRowsAStep = " --set data.batch_size=1 --set run.global_batch_size=6";
+
+// The shell command of one elastic launcher of a 2:3 job of one rank per node, running
+// `run MANIFEST_AND_SETS`, its stderr in dir/NAME.err.
+std::string elastic_node(const fs::path& dir, const std::string& port, const std::string& restarts,
+                         const std::string& manifest_and_sets, const std::string& name) {
+  return std::string(LOOM_HOST_BIN) + " launch --nproc-per-node 1 --nnodes 2:3 " + restarts + " --rdzv-id " +
+         dir.filename().string() + " --rdzv-last-call 1 --rdzv-timeout 60 --master-port " + port + " -- run " +
+         manifest_and_sets + kSixRowsAStep + " 2> " + (dir / (name + ".err")).string();
+}
+
+}  // namespace
+
 TEST_CASE("host launch --nnodes 2:3: a lost node's launcher and the other two restart at world 2 and finish") {
   const fs::path dir = loom_test::tmp_dir("dist-launch-elastic");
   const std::string m = manifest(dir, 60);
-  // 6 rows a step at any world size: accumulation 2 at 3 ranks, 3 at 2.
-  const std::string rows = " --set data.batch_size=1 --set run.global_batch_size=6";
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(free_port()), rows = kSixRowsAStep;
   const auto node = [&](const std::string& name) {
-    return std::string(LOOM_HOST_BIN) + " launch --nproc-per-node 1 --nnodes 2:3 --max-restarts 1 --rdzv-id " +
-           "elastic-test --rdzv-last-call 1 --rdzv-timeout 60 --master-port " + port + " -- run " + m +
-           " --set run.name=el" + rows + " 2> " + (dir / (name + ".err")).string();
+    return elastic_node(dir, port, "--max-restarts 1", m + " --set run.name=el", name);
   };
   // a starts first and serves the store; c's launcher is killed once step 20 is saved.
   const auto r = run_shell("sh -c '(" + node("a") + ") & a=$!; sleep 0.5; (" + node("b") + ") & b=$!; " + node("c") +
@@ -296,12 +308,9 @@ TEST_CASE("two elastic jobs sharing one master's store never mix: each trains at
 TEST_CASE("host launch --nnodes 2:3: a node arriving mid-run is admitted by a restart that uses none of --max-restarts") {
   const fs::path dir = loom_test::tmp_dir("dist-launch-admit");
   const std::string m = manifest(dir, 400);
-  const std::string rows = " --set data.batch_size=1 --set run.global_batch_size=6";
   const std::string port = std::to_string(free_port());
   const auto node = [&](const std::string& name) {
-    return std::string(LOOM_HOST_BIN) + " launch --nproc-per-node 1 --nnodes 2:3 --max-restarts 0 --rdzv-id admit " +
-           "--rdzv-last-call 1 --rdzv-timeout 60 --master-port " + port + " -- run " + m + " --set run.name=ad" + rows +
-           " 2> " + (dir / (name + ".err")).string();
+    return elastic_node(dir, port, "--max-restarts 0", m + " --set run.name=ad", name);
   };
   // a and b start at world 2; c arrives once step 20 is saved and waits in the next round.
   const auto r = run_shell("sh -c '(" + node("a") + ") & a=$!; sleep 0.5; (" + node("b") + ") & b=$!; " +
