@@ -179,8 +179,10 @@ int run_elastic(const CommandLine& o, const NodeCount& nodes) {
       if (const auto before = rendezvous.ended(round - 1, members.nnodes)) restart_reason = before->reason;
     const int world = members.nnodes * o.nproc_per_node;
     const std::string was = world_before ? " (was " + std::to_string(world_before) + ")" : "";
-    std::fprintf(stderr, "launch: round %d: %d node(s), world size %d%s; this is node %d, %s\n", round,
-                 members.nnodes, world, was.c_str(), members.node_rank, settings.where.c_str());
+    std::string nodes;
+    for (const std::string& node : members.nodes) nodes += (nodes.empty() ? "" : ", ") + node;
+    std::fprintf(stderr, "launch: round %d: %d node(s), world size %d%s; this is node %d of %s\n", round,
+                 members.nnodes, world, was.c_str(), members.node_rank, nodes.c_str());
     RankStart start{members.node_rank, o.nproc_per_node, world, o.master_addr, port, {}};
     start.more_environment = {{"TORCHELASTIC_RESTART_COUNT", std::to_string(round)}, {"LOOM_RDZV_ID", settings.id}};
     if (!restart_reason.empty()) start.more_environment.emplace_back("LOOM_RESTART_REASON", restart_reason);
