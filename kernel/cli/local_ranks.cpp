@@ -64,8 +64,9 @@ LocalRanks::LocalRanks(const std::vector<std::string>& child_args, const RankSta
     const std::string exec_failed = "launch: cannot start " + exe + "\n";
     const pid_t pid = ::fork();
     if (pid < 0) {
+      const std::string why = std::strerror(errno);  // before stop() sets errno anew
       stop(std::chrono::seconds(10));
-      throw runtime_failure(std::string("launch: fork failed: ") + std::strerror(errno));
+      throw runtime_failure("launch: fork failed: " + why);
     }
     if (pid == 0) {
       ::setpgid(0, 0);  // the terminal's Ctrl-C reaches the launcher, which forwards it once
