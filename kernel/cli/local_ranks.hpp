@@ -1,7 +1,8 @@
 // local_ranks.hpp: the ranks `host launch` starts on its node, each this same binary with the
-// torchrun variables set, and what became of them. The first rank to fail is named in one line,
-// the others get SIGTERM, and SIGKILL 10 s later (ranks stuck in a collective with the dead one).
-// Each rank ends with the launcher (base/signals.hpp end_with_parent).
+// torchrun variables set, and what became of them. The first rank to fail is kept as one line
+// for the launcher to print, the others get SIGTERM, and SIGKILL 10 s later (ranks stuck in a
+// collective with the dead one). Each rank ends with the launcher (base/signals.hpp
+// end_with_parent).
 #pragma once
 
 #include <sys/types.h>

@@ -35,17 +35,6 @@ RoundEnd decode(const std::string& value) {
   return RoundEnd{value.substr(0, cut) == "admit", cut == std::string::npos ? value : value.substr(cut + 1)};
 }
 
-}  // namespace
-
-ElasticRendezvous::ElasticRendezvous(c10::intrusive_ptr<c10d::Store> store, RendezvousSettings settings)
-    : store_(std::move(store)), settings_(std::move(settings)) {}
-
-std::string ElasticRendezvous::key(int round, const std::string& name) const {
-  return "loom/rdzv/" + settings_.id + "/round/" + std::to_string(round) + "/" + name;
-}
-
-namespace {
-
 // One store request within the deadline, or the line that the store's host is gone.
 template <class Result, class Call>
 Result ask(const c10::intrusive_ptr<c10d::Store>& store, const std::string& what, Call call) {
@@ -58,6 +47,13 @@ Result ask(const c10::intrusive_ptr<c10d::Store>& store, const std::string& what
 }
 
 }  // namespace
+
+ElasticRendezvous::ElasticRendezvous(c10::intrusive_ptr<c10d::Store> store, RendezvousSettings settings)
+    : store_(std::move(store)), settings_(std::move(settings)) {}
+
+std::string ElasticRendezvous::key(int round, const std::string& name) const {
+  return "loom/rdzv/" + settings_.id + "/round/" + std::to_string(round) + "/" + name;
+}
 
 RoundMembers ElasticRendezvous::join(int round) {
   using clock = std::chrono::steady_clock;
