@@ -28,9 +28,23 @@ std::vector<ModelParam> ModelInstance::params() {
       throw runtime_failure(where() + ": parameter " + view.name + " says its split dimension holds " +
                             std::to_string(view.split_blocks) + " blocks, which do not divide it");
     out.push_back({view.name, &tensor(view.tensor), view.flags, view.unit, frozen_.count(view.name) > 0,
-                   {view.split_dim, view.split_dim >= 0 ? view.split_blocks : 1}});
+                   {view.split_dim, view.split_dim >= 0 ? view.split_blocks : 1}, elsewhere_.count(view.name) > 0});
   }
   return out;
+}
+
+void ModelInstance::give_to_other_stages(const std::set<std::string>& names) {
+  for (const ModelParam& param : params()) {
+    if (!names.count(param.name) || param.elsewhere) continue;
+    elsewhere_[param.name] = param.tensor->sizes().vec();
+    // Stage forwards never reach these layers; a call that did would fail on the empty shape.
+    param.tensor->set_data(at::empty({0}, param.tensor->options()));
+  }
+}
+
+std::vector<int64_t> ModelInstance::whole_shape(const ModelParam& param) const {
+  const auto it = elsewhere_.find(param.name);
+  return it != elsewhere_.end() ? it->second : param.tensor->sizes().vec();
 }
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ struct ModelParam {
   formats::TensorSplit split;
   // One expert of a mixture of experts (ABI 1.13): under expert parallelism only its rank has it.
   bool expert() const { return (flags & LOOM_PARAM_FLAG_EXPERT) != 0; }
+  // A layer another pipeline stage holds (ModelInstance::give_to_other_stages): its tensor has
+  // no elements on this rank.
+  bool elsewhere = false;
 };
 
 class ModelInstance : public Instance<loom_model_vtable, loom_model> {
@@ -55,6 +59,11 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
     frozen_checksum_ = std::move(checksum);
   }
   const std::string& frozen_checksum() const { return frozen_checksum_; }  // "" when nothing is frozen
+  // Pipeline parallelism: these parameters belong to layers other stages run. Their storage is
+  // given back (each becomes a tensor of no elements, of its dtype and device) and params()
+  // marks them `elsewhere`; whole_shape() keeps the shape each had.
+  void give_to_other_stages(const std::set<std::string>& names);
+  std::vector<int64_t> whole_shape(const ModelParam& param) const;
   // One micro-batch's loss sum, units and metrics; fields: the batch's other named fields.
   // batch_from names the dataset ("[data] fields_data") in a failure, when the batch had fields.
   ForwardResult forward(const at::Tensor& inputs, const at::Tensor& targets, const BatchFields& fields = {},
@@ -98,6 +107,7 @@ class ModelInstance : public Instance<loom_model_vtable, loom_model> {
  private:
   std::set<std::string> frozen_;
   std::string frozen_checksum_;
+  std::map<std::string, std::vector<int64_t>> elsewhere_;  // given to other stages: their shapes
 };
 
 struct Batch {

@@ -29,6 +29,13 @@ std::vector<int> DeviceMesh::replica_group() const {
   return out;
 }
 
+std::vector<int> DeviceMesh::stage_replica_group() const {
+  std::vector<int> out;
+  const int per_stage = data() * sequence, first = pipeline_rank() * per_stage;
+  for (int r = first; r < first + per_stage; ++r) out.push_back(r * tensor + tensor_rank());
+  return out;
+}
+
 std::string DeviceMesh::describe() const {
   const auto n = [](int x) { return std::to_string(x); };
   const bool seq = sequence > 1;

@@ -11,8 +11,11 @@
 // form the replica group: their parameters are the same, so gradients are summed and ZeRO
 // shards over it. The ranks of a sequence group see the same batches, each its own piece of
 // every row, so every token counts once in the replica group's sums. The stages of a pipeline
-// see the same batches too; each holds the whole model (ABI 1.17) and computes the gradients of
-// its layers only, so the replica group spans the stages and its sum is the whole gradient.
+// see the same batches too, so the replica group spans the stages: it sums the gradients of what
+// every stage holds (the embedding, the output layer). A stage's own layers are summed over its
+// stage replicas (the replica group's ranks of that stage) when each stage holds only its layers
+// (train/stage_placement.hpp); when every stage holds the whole model, it computes the gradients
+// of its layers only and the replica group's sum is the whole gradient.
 #pragma once
 
 #include <string>
@@ -40,6 +43,7 @@ struct DeviceMesh {
   std::vector<int> sequence_group() const;
   std::vector<int> pipeline_group() const;
   std::vector<int> replica_group() const;
+  std::vector<int> stage_replica_group() const;  // the replica group's ranks of this pipeline stage
   // The mesh of the rank at these places (the inverse of the *_rank() functions above).
   static DeviceMesh place(int data, int data_rank, int sequence, int sequence_rank, int tensor, int tensor_rank,
                           int pipeline = 1, int pipeline_rank = 0) {

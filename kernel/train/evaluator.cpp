@@ -39,13 +39,15 @@ MetricList Evaluator::run(ModelInstance& model) {
   at::Tensor units = at::zeros({}, on_device);  // label tokens, or what the model counts (ABI 1.2)
   int64_t tokens = 0;
   ModelMetrics reported;
-  for (int64_t i = 0; i < max_batches_ && evaluates_; ++i) {
-    const Batch b = data_.next();
+  for (int64_t i = 0; i < max_batches_ && (evaluates_ || staged_); ++i) {
+    Batch b = data_.next();
     // A finite [eval_data]: evaluate all of it, at most max_batches.
     if (!agree_on_batch(!b.end_of_epoch && !b.end_of_data, i)) break;
-    BatchFields fields = b.fields;  // the evaluator reads the dataset directly: fields come as they are on the CPU
-    for (auto& field : fields) field.second = field.second.to(device_);
-    const ForwardResult out = model.forward(b.inputs.to(device_), b.targets.to(device_), fields);
+    for (auto& field : b.fields) field.second = field.second.to(device_);  // read from the dataset directly: on the CPU
+    b.inputs = b.inputs.to(device_);
+    b.targets = b.targets.to(device_);
+    const ForwardResult out = staged_ ? staged_(b) : model.forward(b.inputs, b.targets, b.fields);
+    if (!evaluates_) continue;
     loss_sum += out.loss_sum.to(at::kDouble);
     const at::Tensor batch_units =
         out.units.defined() ? out.units.to(device_) : at::full({}, static_cast<double>(b.tokens), on_device);

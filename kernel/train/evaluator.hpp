@@ -3,6 +3,8 @@
 // successive evaluations compare.
 #pragma once
 
+#include <functional>
+
 #include "dist/communicator.hpp"
 #include "train/device.hpp"
 #include "train/model_metrics.hpp"
@@ -23,12 +25,15 @@ class Evaluator {
   // eval_loss (mean per token, or per the model's units), eval_ppl, eval_tokens, and every
   // metric the model reports as eval_<name>, combined over the batches by its reduction.
   MetricList run(ModelInstance& model);
-  // Under pipeline parallelism every stage holds the whole model and the same eval batches: the
-  // rank of the last stage evaluates them, the others count nothing (evaluates: false) and only
-  // join the sums.
-  void set_pipeline_stage(bool evaluates) {
+  // Under pipeline parallelism every stage reads the same eval batches. Where every stage holds
+  // the whole model, the rank of the last stage evaluates them alone; where each holds its own
+  // layers, every stage runs each batch through its layers (staged: StageRunner::forward_only)
+  // and the last gets the loss. The others count nothing (evaluates: false) and only join the sums.
+  using StagedForward = std::function<ForwardResult(const Batch&)>;
+  void set_pipeline_stage(bool evaluates, StagedForward staged = {}) {
     pipelined_ = true;
     evaluates_ = evaluates;
+    staged_ = std::move(staged);
   }
 
  private:
@@ -42,6 +47,7 @@ class Evaluator {
   Communicator* comm_;
   bool lockstep_;
   bool pipelined_ = false, evaluates_ = true;  // set_pipeline_stage
+  StagedForward staged_;
   std::string start_state_;  // the dataset's position before the first evaluation
 };
 

@@ -36,7 +36,7 @@ std::set<std::string> experts_held_elsewhere(ModelInstance& model, Communicator&
 ExpertPlacement::ExpertPlacement(Pipeline& p, Communicator& group) : p_(p), group_(group) {
   const std::vector<ModelParam> params = p.model.params();
   const auto tables = p.flat.segment_tables();
-  const auto expert_groups = p.flat.expert_groups();
+  const auto expert_groups = p.flat.placed_groups();
   std::map<std::string, int64_t> group_of;  // flat group of each expert in the buffers
   for (size_t g = 0; g < tables.size(); ++g)
     for (const auto& seg : tables[g]) group_of[seg.name] = expert_groups[g] ? static_cast<int64_t>(g) : -1;

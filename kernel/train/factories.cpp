@@ -62,12 +62,12 @@ std::unique_ptr<Communicator> build_communicator(const RunPlan& plan, const Dist
 }
 
 std::unique_ptr<GradientSync> build_gradient_sync(const RunPlan& plan, Pipeline& pipeline, Communicator* comm,
-                                                  Communicator* expert_group, Communicator* expert_replicas) {
+                                                  Communicator* placed_group, Communicator* placed_replicas) {
   if (!comm) return nullptr;
-  const std::vector<bool> experts = pipeline.flat.expert_groups();
+  const std::vector<bool> placed = pipeline.flat.placed_groups();
   std::vector<at::Tensor> buffers = pipeline.flat.param_buffers();
-  for (size_t g = 0; g < buffers.size(); ++g) {  // placed experts: the first of their replicas' everywhere
-    Communicator* over = experts[g] && expert_group ? expert_replicas : comm;
+  for (size_t g = 0; g < buffers.size(); ++g) {  // placed groups: the first of their replicas' everywhere
+    Communicator* over = placed[g] && placed_group ? placed_replicas : comm;
     if (over) over->broadcast(buffers[g], 0);
   }
   for (const ModelParam& table : sparse_params(pipeline.model.params())) {  // replicated: rank 0's rows everywhere
@@ -78,7 +78,7 @@ std::unique_ptr<GradientSync> build_gradient_sync(const RunPlan& plan, Pipeline&
   }
   const auto bucket_bytes = static_cast<int64_t>(plan.distributed.bucket_mb * 1024 * 1024);
   return std::make_unique<GradientSync>(dense_params(pipeline.model.params()), pipeline.flat, *comm, bucket_bytes,
-                                        expert_group, expert_replicas);
+                                        placed_group, placed_replicas);
 }
 
 std::unique_ptr<ParameterShards> build_parameter_shards(const RunPlan& plan, Pipeline& pipeline, Communicator* comm,

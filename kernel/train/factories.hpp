@@ -30,11 +30,11 @@ bool uses_nccl(const DistributedSettings& distributed, const at::Device& device)
 std::unique_ptr<Communicator> build_communicator(const RunPlan& plan, const DistEnv& env, const at::Device& device);
 
 // The gradient all-reduce that overlaps backward; null without comm. First makes every rank
-// start from rank 0's weights, whatever its own init drew (placed experts: from the first rank
-// holding the same ones). expert_group, expert_replicas: train/mesh_groups.hpp's, or null.
+// start from rank 0's weights, whatever its own init drew (placed groups: from the first rank
+// holding the same ones). placed_group, placed_replicas: train/mesh_groups.hpp's, or null.
 std::unique_ptr<GradientSync> build_gradient_sync(const RunPlan& plan, Pipeline& pipeline, Communicator* comm,
-                                                  Communicator* expert_group = nullptr,
-                                                  Communicator* expert_replicas = nullptr);
+                                                  Communicator* placed_group = nullptr,
+                                                  Communicator* placed_replicas = nullptr);
 // shard = "parameters" on more than one rank: the unit-by-unit gathering (after
 // build_gradient_sync, whose broadcast makes every rank's weights rank 0's); otherwise null.
 // Throws a usage Failure where the mode cannot run (a CUDA device, [export]).

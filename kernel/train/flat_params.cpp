@@ -32,25 +32,27 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) :
   if (shard_.world_size < 1 || shard_.rank < 0 || shard_.rank >= shard_.world_size)
     throw runtime_failure("flat parameters: rank " + std::to_string(shard_.rank) + " of " +
                           std::to_string(shard_.world_size));
-  // Group by (device, dtype, expert or not), keeping reverse registration order inside each group.
+  // Group by (device, dtype, placed or not), keeping reverse registration order inside each group.
   std::map<std::string, std::vector<const ModelParam*>> by_group;
-  std::vector<std::string> order;
+  std::vector<std::string> order, placed_order;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
     const at::Tensor& t = *it->tensor;
     if (!t.defined() || !t.is_floating_point())
       throw runtime_failure("parameter \"" + it->name + "\" must be a defined floating-point tensor");
+    const bool placed = placed_here(*it);
     const std::string key = t.device().str() + "/" + std::string(c10::toString(t.scalar_type())) +
-                            (it->expert() ? "/experts" : "");
-    if (!by_group.count(key)) order.push_back(key);
+                            (placed ? "/placed" : "");
+    if (!by_group.count(key)) (placed && shard_.stage_layers ? placed_order : order).push_back(key);
     by_group[key].push_back(&*it);
   }
+  order.insert(order.end(), placed_order.begin(), placed_order.end());
   at::NoGradGuard no_grad;
   const int64_t world = shard_.world_size;
   for (const auto& key : order) {
     auto group = std::make_unique<Group>();
     const auto& members = by_group[key];
-    group->expert = members.front()->expert();
-    group->sharded = sharded() && (!group->expert || shard_.shard_experts);
+    group->placed = placed_here(*members.front());
+    group->sharded = sharded() && (!group->placed || shard_.shard_placed);
     for (const ModelParam* p : members) group->numel += p->tensor->numel();
     // Padding to a multiple of the world size gives every rank an equal chunk to all-gather.
     const int64_t padded = group->sharded ? (group->numel + world - 1) / world * world : group->numel;
@@ -86,6 +88,10 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) :
   abi_groups_.struct_size = sizeof(loom_param_groups);
   abi_groups_.groups = group_pointers_.data();
   abi_groups_.group_count = group_pointers_.size();
+}
+
+bool FlatParams::placed_here(const ModelParam& param) const {
+  return param.expert() || (shard_.stage_layers && param.unit >= 0);
 }
 
 // The optimizer's view of a group: the owned slice of both buffers and the segments inside it,
@@ -133,17 +139,28 @@ std::vector<at::Tensor> FlatParams::resident_gradients() const {
   return parts;
 }
 
-at::Tensor FlatParams::grad_norm() const {
-  if (groups_.size() == 1 && !reduces_to_owner()) return groups_[0]->grads.norm();
-  return owned_grad_square_sum().sqrt();
-}
+at::Tensor FlatParams::grad_norm() const { return owned_grad_square_sum().sqrt(); }
 
 namespace {
+
+// The sum of t's squares, in fp32 on t's device. LibTorch's CPU norm of a float tensor adds the
+// squares one by one in float, which drifts by 3e-6 of the norm at 1e5 elements and 4e-5 at 1e6
+// (measured against double), and clipping carries that into every update; a sum of squares adds
+// pairwise. Chunks bound the temporary on the CPU; CUDA's norm reduces as a tree and needs none.
+at::Tensor squares_of(const at::Tensor& t) {
+  if (t.is_cuda()) return at::linalg_vector_norm(t, 2, std::nullopt, false, at::kFloat).square();
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  const at::Tensor flat = t.reshape({-1});
+  at::Tensor sum = at::zeros({}, flat.options().dtype(at::kDouble));
+  for (int64_t i = 0; i < flat.numel(); i += kChunk)
+    sum += flat.narrow(0, i, std::min(kChunk, flat.numel() - i)).to(at::kFloat).pow(2).sum();
+  return sum.to(at::kFloat);
+}
 
 at::Tensor square_sum(const std::vector<at::Tensor>& parts) {
   at::Tensor squares;
   for (const at::Tensor& used : parts) {
-    at::Tensor s = used.to(at::kFloat).pow(2).sum();
+    at::Tensor s = squares_of(used);
     squares = squares.defined() ? squares + s.to(squares.device()) : s;
   }
   return squares.defined() ? squares : at::zeros({});
@@ -159,18 +176,18 @@ at::Tensor FlatParams::used_grads(const Group& g) const {
 
 at::Tensor FlatParams::owned_grad_square_sum() const { return square_sum(resident_gradients()); }
 
-at::Tensor FlatParams::owned_grad_square_sum(bool experts) const {
+at::Tensor FlatParams::owned_grad_square_sum(bool placed) const {
   std::vector<at::Tensor> parts;
   for (const auto& g : groups_)
-    if (g->expert == experts) parts.push_back(used_grads(*g));
+    if (g->placed == placed) parts.push_back(used_grads(*g));
   if (parts.empty() && !groups_.empty())
     return at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(groups_.front()->grads.device()));
   return square_sum(parts);
 }
 
-std::vector<bool> FlatParams::expert_groups() const {
+std::vector<bool> FlatParams::placed_groups() const {
   std::vector<bool> out;
-  for (const auto& g : groups_) out.push_back(g->expert);
+  for (const auto& g : groups_) out.push_back(g->placed);
   return out;
 }
 
@@ -191,7 +208,7 @@ at::Tensor FlatParams::owned_grad_square_sum(const std::set<std::string>& names)
       const int64_t begin = std::max(s.abi.offset, used.start);
       const int64_t end = std::min(s.abi.offset + s.abi.numel, used.start + used.length);
       if (begin < end)
-        sums.push_back(g->grads.narrow(0, begin, end - begin).to(at::kFloat).pow(2).sum().to(device));
+        sums.push_back(squares_of(g->grads.narrow(0, begin, end - begin)).to(device));
     }
   }
   return at::stack(sums).sum();
@@ -242,7 +259,7 @@ std::vector<FlatParams::GradBucket> FlatParams::grad_buckets(int64_t max_bytes) 
       // Whole, the one "chunk" is the whole buffer; sharded, buckets stop at slice edges.
       const int64_t begin = g->sharded ? chunk * rank : 0, end = g->sharded ? begin + chunk : padded;
       for (int64_t start = begin; start < end; start += per_bucket)
-        out.push_back({g->grads.narrow(0, start, std::min(per_bucket, end - start)), g->sharded ? rank : -1, g->expert});
+        out.push_back({g->grads.narrow(0, start, std::min(per_bucket, end - start)), g->sharded ? rank : -1, g->placed});
       if (!g->sharded) break;
     }
   }

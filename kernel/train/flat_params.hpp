@@ -4,7 +4,10 @@
 //
 // Segments are laid out in reverse registration order: backward produces the last layers'
 // gradients first, so a prefix of the gradient buffer fills up first (data-parallel buckets).
-// Experts (LOOM_PARAM_FLAG_EXPERT) get groups of their own: "expert groups".
+// Parameters placed on this rank alone get groups of their own, "placed groups", whose gradients
+// are summed over the ranks holding the same ones (train/grad_sync.hpp): experts
+// (LOOM_PARAM_FLAG_EXPERT) under expert parallelism, and a pipeline stage's layers when each
+// stage holds only its own (ShardSpec::stage_layers).
 //
 // Sharded ([distributed] shard, ZeRO-1/2): each buffer is padded to a multiple of the world
 // size and rank r owns the r-th equal slice. The optimizer sees only that slice (its segment
@@ -36,10 +39,14 @@ struct ShardSpec {
   ShardMode mode = ShardMode::none;
   int rank = 0;
   int world_size = 1;
-  // false: the expert groups (below) stay whole. Under expert parallelism their gradients are
-  // summed over other ranks than the rest (train/expert_placement.hpp), and each rank already
-  // holds only its share of the experts.
-  bool shard_experts = true;
+  // false: the placed groups (above) stay whole. Their gradients are summed over other ranks
+  // than the rest (train/expert_placement.hpp, train/stage_placement.hpp), and each rank already
+  // holds only its share of them.
+  bool shard_placed = true;
+  // Pipeline stages holding their own layers only: the parameters of layers (ModelParam::unit
+  // >= 0) are placed, and their groups come after every other group (whose order is then one
+  // process's: train/stage_placement.hpp maps the optimizer's state between the two).
+  bool stage_layers = false;
 };
 
 // One rank's part of one flat buffer: elements [start, start + length).
@@ -86,7 +93,7 @@ class FlatParams {
   struct GradBucket {
     at::Tensor grads;
     int owner = -1;
-    bool expert = false;  // of an expert group
+    bool placed = false;  // of a placed group
   };
   std::vector<GradBucket> grad_buckets(int64_t max_bytes) const;
 
@@ -95,12 +102,12 @@ class FlatParams {
   // Whether each gradient bucket of a sharded group is reduced to its owner only ("gradients",
   // "parameters").
   bool reduces_to_owner() const { return shard_.mode == ShardMode::gradients || shard_.mode == ShardMode::parameters; }
-  // Per group (in abi() order): whether it holds experts, and whether it is sharded.
-  std::vector<bool> expert_groups() const;
+  // Per group (in abi() order): whether it is placed, and whether it is sharded.
+  std::vector<bool> placed_groups() const;
   std::vector<bool> sharded_groups() const;
-  // The sums of squares of the gradients the optimizer will use, of the expert groups or of the
+  // The sums of squares of the gradients the optimizer will use, of the placed groups or of the
   // others, in fp32 on the first group's device.
-  at::Tensor owned_grad_square_sum(bool experts) const;
+  at::Tensor owned_grad_square_sum(bool placed) const;
 
   // Per group (in abi() order): the whole parameter buffer, padding excluded.
   std::vector<at::Tensor> whole_params() const;
@@ -121,8 +128,8 @@ class FlatParams {
     loom_param_segment abi;
   };
   struct Group {
-    bool expert = false;       // holds experts (LOOM_PARAM_FLAG_EXPERT)
-    bool sharded = false;      // cut among the ranks (shard mode, and experts only when shard_experts)
+    bool placed = false;       // a placed group (experts, or a stage's layers)
+    bool sharded = false;      // cut among the ranks (shard mode, and placed ones only when shard_placed)
     at::Tensor params, grads;  // padded to a multiple of world_size when sharded
     int64_t numel = 0;         // without the padding
     OwnedSlice owned;
@@ -132,6 +139,7 @@ class FlatParams {
     std::vector<const loom_param_segment*> segment_pointers;
     loom_param_group abi;
   };
+  bool placed_here(const ModelParam& param) const;
   void build_optimizer_view(Group& group);
   // The part of a group's gradients that holds the reduced sum after a step's sync.
   at::Tensor used_grads(const Group& group) const;

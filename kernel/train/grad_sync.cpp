@@ -30,10 +30,10 @@ std::shared_ptr<const void> on_gradient_accumulated(const ModelParam& param, std
 }
 
 GradientSync::GradientSync(const std::vector<ModelParam>& params, FlatParams& flat, Communicator& comm,
-                           int64_t bucket_bytes, Communicator* expert_group, Communicator* expert_replicas)
+                           int64_t bucket_bytes, Communicator* placed_group, Communicator* placed_replicas)
     : comm_(comm),
-      expert_group_(expert_group),
-      expert_replicas_(expert_replicas),
+      placed_group_(placed_group),
+      placed_replicas_(placed_replicas),
       flat_(flat),
       buckets_(flat.grad_buckets(bucket_bytes)) {
   bucket_size_.assign(buckets_.size(), 0);
@@ -82,7 +82,7 @@ double GradientSync::finish() {
     if (!started_[b]) start(b);
   while (!reducing_.empty()) retire_oldest_reduce();
   comm_.wait_all();
-  if (expert_group_ && expert_replicas_) expert_replicas_->wait_all();
+  if (placed_group_ && placed_replicas_) placed_replicas_->wait_all();
   // Ready for the next step, armed or not (a pipeline stage never arms: its backward passes
   // interleave with its forwards, and only its own layers get gradients).
   started_.assign(buckets_.size(), false);
@@ -93,7 +93,7 @@ void GradientSync::start(size_t bucket) {
   started_[bucket] = true;
   FlatParams::GradBucket& b = buckets_[bucket];
   if (b.owner < 0 || !flat_.reduces_to_owner()) {
-    Communicator* over = b.expert && expert_group_ ? expert_replicas_ : &comm_;
+    Communicator* over = b.placed && placed_group_ ? placed_replicas_ : &comm_;
     if (over) over->start_allreduce(b.grads);
     return;
   }
@@ -119,12 +119,12 @@ void GradientSync::gather_params() {
 }
 
 at::Tensor GradientSync::grad_norm() {
-  if (expert_group_) {  // each rank of the group holds other experts: their squares add up
+  if (placed_group_) {  // each rank of the group holds other experts or layers: their squares add up
     at::Tensor dense = flat_.owned_grad_square_sum(false);
     if (flat_.reduces_to_owner()) comm_.allreduce_sum(dense);
-    at::Tensor experts = flat_.owned_grad_square_sum(true);
-    expert_group_->allreduce_sum(experts);
-    return (dense + experts.to(dense.device())).sqrt();
+    at::Tensor placed = flat_.owned_grad_square_sum(true);
+    placed_group_->allreduce_sum(placed);
+    return (dense + placed.to(dense.device())).sqrt();
   }
   if (!flat_.reduces_to_owner()) return flat_.grad_norm();
   at::Tensor squares = flat_.owned_grad_square_sum();

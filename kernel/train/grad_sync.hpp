@@ -12,8 +12,10 @@
 // all resident at once. "optimizer" and "gradients" all-gather the parameter buffers after the
 // optimizer updated each rank's slice (gather_params).
 //
-// Under expert parallelism the expert groups' buckets (whole, never sharded) are summed over the
-// expert replicas instead (the ranks holding the same experts, train/expert_placement.hpp).
+// The placed groups' buckets (whole, never sharded) are summed over the placed replicas instead:
+// under expert parallelism the ranks holding the same experts (train/expert_placement.hpp), under
+// pipeline parallelism with stage-local layers the data and sequence ranks of the same stage
+// (train/stage_placement.hpp).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -37,10 +39,11 @@ std::shared_ptr<const void> on_gradient_accumulated(const ModelParam& param, std
 
 class GradientSync {
  public:
-  // expert_group: the ranks computing one token's experts together (null without expert
-  // parallelism); expert_replicas: those holding this rank's experts (null: none but this one).
+  // placed_group: the ranks whose placed groups together make the model's (the expert group, or
+  // the pipeline's stages; null when nothing is placed); placed_replicas: those holding this
+  // rank's placed parameters (null: none but this one).
   GradientSync(const std::vector<ModelParam>& params, FlatParams& flat, Communicator& comm, int64_t bucket_bytes,
-               Communicator* expert_group = nullptr, Communicator* expert_replicas = nullptr);
+               Communicator* placed_group = nullptr, Communicator* placed_replicas = nullptr);
   ~GradientSync();
 
   // Before the backward of the last micro-batch: buckets start as soon as they are complete.
@@ -52,8 +55,8 @@ class GradientSync {
   // After the optimizer step of a sharded run: every rank's updated slice reaches every rank.
   void gather_params();
   // The global gradient norm (0-dim, on the device). In "gradients" mode each rank holds the
-  // reduced values of its slice only, so the squares are summed across ranks; under expert
-  // parallelism, those of the experts over the expert group.
+  // reduced values of its slice only, so the squares are summed across ranks; those of the
+  // placed groups over the placed group.
   at::Tensor grad_norm();
 
  private:
@@ -64,8 +67,8 @@ class GradientSync {
 
   static constexpr size_t kReducesInFlight = 2;
   Communicator& comm_;
-  Communicator* expert_group_;
-  Communicator* expert_replicas_;
+  Communicator* placed_group_;
+  Communicator* placed_replicas_;
   FlatParams& flat_;
   std::vector<FlatParams::GradBucket> buckets_;       // views of the flat gradient buffers
   std::vector<std::vector<size_t>> param_buckets_;    // buckets each parameter touches

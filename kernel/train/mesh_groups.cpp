@@ -98,6 +98,9 @@ MeshGroups::MeshGroups(Communicator& world, const DeviceMesh& mesh, int experts)
     const std::string key = std::to_string(mesh.data_rank()) + "." + std::to_string(mesh.sequence_rank()) + "." +
                             std::to_string(mesh.tensor_rank());
     pipeline_ = std::make_unique<Communicator>(world, mesh.pipeline_group(), "pipeline" + key);
+    if (mesh.data() * mesh.sequence > 1)
+      stage_replicas_ = std::make_unique<Communicator>(world, mesh.stage_replica_group(),
+                                                       "stage_replicas" + stage + std::to_string(mesh.tensor_rank()));
   }
   if (mesh.replicas() > 1)
     replica_ = std::make_unique<Communicator>(world, mesh.replica_group(), "replica" + std::to_string(mesh.tensor_rank()));

@@ -58,6 +58,8 @@ class MeshGroups {
   Communicator* tensor() { return tensor_.get(); }  // null when tensor_parallel is 1
   Communicator* experts() { return expert_.get(); }  // the expert group; null when expert_parallel is 1
   Communicator* pipeline() { return pipeline_.get(); }  // this rank's pipeline; null when pipeline_parallel is 1
+  // The replica group's ranks of this rank's stage; null without stages or when it is this rank alone.
+  Communicator* stage_replicas() { return stage_replicas_.get(); }
   // The ranks holding this rank's experts (one per expert group); null when there is one group.
   Communicator* expert_replicas() { return expert_replicas_.get(); }
   // The replica group, handed over once (null when the mesh has one replica).
@@ -65,7 +67,7 @@ class MeshGroups {
 
  private:
   DeviceMesh mesh_;
-  std::unique_ptr<Communicator> tensor_, sequence_, expert_, expert_replicas_, pipeline_, replica_;
+  std::unique_ptr<Communicator> tensor_, sequence_, expert_, expert_replicas_, pipeline_, stage_replicas_, replica_;
   std::unique_ptr<CommunicatorCollectives> tensor_calls_, sequence_calls_, expert_calls_;
 };
 

@@ -8,6 +8,7 @@
 #include <limits>
 #include <set>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "abi/checkpoint_backend.hpp"
@@ -91,6 +92,9 @@ struct Pipeline {
   ModelInstance model;
   FrozenSummary frozen;  // what does not train ([model] freeze, [lora]), marked on the model
   bool store_frozen;     // checkpoints hold the frozen weights ([checkpoint] frozen = "include")
+  // Each pipeline stage holds its own layers only (train/stage_placement.hpp): the other stages'
+  // were given back before the flat buffers took the rest over.
+  bool stage_layers;
   FlatParams flat;  // rebinds the model's trainable dense parameters; the optimizer sees its buffers
   GradientWrites gradient_writes;  // each step's first gradient written over the last, not zeroed and added
   SparseTables sparse;  // the model's row-sparse tables (ABI 1.7), outside the flat buffers
@@ -110,7 +114,16 @@ struct Pipeline {
     const std::set<std::string> names = elsewhere(model);
     return prepare_model(model, c, &names);
   }
-  Pipeline(const RunPlan& c, const RunContext& context, const ExpertsElsewhere& experts_elsewhere = {})
+  // other_stages: under pipeline parallelism, the trainable parameters of the layers other
+  // stages run, to give back; nullopt (or no function) when every stage holds the whole model.
+  using OtherStagesLayers = std::function<std::optional<std::set<std::string>>(ModelInstance&)>;
+  static bool give_to_other_stages(ModelInstance& model, const OtherStagesLayers& other_stages) {
+    const std::optional<std::set<std::string>> names = other_stages ? other_stages(model) : std::nullopt;
+    if (names) model.give_to_other_stages(*names);
+    return names.has_value();
+  }
+  Pipeline(const RunPlan& c, const RunContext& context, const ExpertsElsewhere& experts_elsewhere = {},
+           const OtherStagesLayers& other_stages = {})
       : data(c.data, with_total_steps(context, context.total_steps)),
         steps(total_steps(c, data)),
         model(c.model, for_model(context, steps, c.lora)),
@@ -118,11 +131,12 @@ struct Pipeline {
         // buffers take the rest over
         frozen(prepare(model, c, experts_elsewhere)),
         store_frozen(c.checkpoint.frozen == "include"),
+        stage_layers(give_to_other_stages(model, other_stages)),
         // ZeRO shards over the replica group: every data and sequence rank (dist/device_mesh.hpp);
         // placed experts are already split (train/expert_placement.hpp)
         flat(dense_params(model.params()),
              ShardSpec{shard_mode_from_name(c.distributed.shard), mesh_of(context).replica_rank(),
-                       mesh_of(context).replicas(), context.expert_parallel_size <= 1}),
+                       mesh_of(context).replicas(), context.expert_parallel_size <= 1 && !stage_layers, stage_layers}),
         gradient_writes(dense_params(model.params()), flat.resident_gradients()),
         sparse(sparse_params(model.params()), model.component().name, context.sparse_shard_size > 1),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),

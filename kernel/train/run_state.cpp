@@ -151,8 +151,8 @@ Snapshot capture_snapshot(Pipeline& p, const Progress& progress, const std::vect
                           const std::string& resolved_manifest) {
   Snapshot s;
   s.step = progress.step;
-  for (const ModelParam& param : p.model.params())
-    if (!param.frozen || p.store_frozen) s.tensors.emplace_back("model/" + param.name, cpu_copy(*param.tensor));
+  for (const ModelParam& param : p.model.params())  // another stage's layers: train/stage_placement.hpp
+    if ((!param.frozen || p.store_frozen) && !param.elsewhere) s.tensors.emplace_back("model/" + param.name, cpu_copy(*param.tensor));
   for (const auto& st : p.optimizer.state()) s.tensors.emplace_back("optimizer/" + st.name, cpu_copy(*st.tensor));
   if (p.sparse_optimizer)  // per-row state, the same on every rank
     for (const auto& st : p.sparse_optimizer->state())
@@ -250,6 +250,7 @@ bool leaves_out_model_tensors(ModelInstance& model, const LoadedCheckpoint& load
 void restore_model(ModelInstance& model, const LoadedCheckpoint& loaded, const std::string& origin) {
   bool left_out = false;
   for (const ModelParam& param : model.params()) {
+    if (param.elsewhere) continue;  // another pipeline stage's layer
     const std::string name = "model/" + param.name;
     if (param.frozen && !loaded.tensors.count(name)) {
       left_out = true;

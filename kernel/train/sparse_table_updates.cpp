@@ -11,14 +11,14 @@ namespace loom {
 std::vector<ModelParam> dense_params(const std::vector<ModelParam>& params) {
   std::vector<ModelParam> out;
   for (const ModelParam& p : params)
-    if (!(p.flags & LOOM_PARAM_FLAG_SPARSE_ROWS) && !p.frozen) out.push_back(p);
+    if (!(p.flags & LOOM_PARAM_FLAG_SPARSE_ROWS) && !p.frozen && !p.elsewhere) out.push_back(p);
   return out;
 }
 
 std::vector<ModelParam> sparse_params(const std::vector<ModelParam>& params) {
   std::vector<ModelParam> out;
   for (const ModelParam& p : params)
-    if ((p.flags & LOOM_PARAM_FLAG_SPARSE_ROWS) && !p.frozen) out.push_back(p);
+    if ((p.flags & LOOM_PARAM_FLAG_SPARSE_ROWS) && !p.frozen && !p.elsewhere) out.push_back(p);
   return out;
 }
 

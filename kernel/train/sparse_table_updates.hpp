@@ -32,7 +32,8 @@
 
 namespace loom {
 
-// The model's trainable parameters split by LOOM_PARAM_FLAG_SPARSE_ROWS (frozen ones are in neither).
+// The model's trainable parameters this rank holds, split by LOOM_PARAM_FLAG_SPARSE_ROWS (frozen ones
+// and those of other pipeline stages' layers are in neither).
 std::vector<ModelParam> dense_params(const std::vector<ModelParam>& params);
 std::vector<ModelParam> sparse_params(const std::vector<ModelParam>& params);
 

@@ -51,24 +51,36 @@ void check_pipeline_parallel(const DistributedSettings& d) {
                         "stage");
 }
 
-StageRunner::StageRunner(Communicator& pipeline, const DistributedSettings& distributed, int64_t model_layers,
-                         const std::string& model)
-    : group_(pipeline),
-      schedule_(stage_schedule_from_name(distributed.pipeline_schedule)),
-      chunks_(static_cast<int>(distributed.pipeline_chunks)) {
-  const int stages = group_.world_size() * chunks_;
+std::vector<StageLayers> cut_pipeline(const DistributedSettings& distributed, int64_t model_layers,
+                                      const std::string& model) {
+  const int ranks = static_cast<int>(distributed.pipeline_parallel), chunks = static_cast<int>(distributed.pipeline_chunks);
+  const int stages = ranks * chunks;
   if (model_layers < stages)
-    throw usage_failure("[distributed] pipeline_parallel = " + std::to_string(group_.world_size()) +
-                        (chunks_ > 1 ? " x pipeline_chunks = " + std::to_string(chunks_) : std::string()) + " = " +
+    throw usage_failure("[distributed] pipeline_parallel = " + std::to_string(ranks) +
+                        (chunks > 1 ? " x pipeline_chunks = " + std::to_string(chunks) : std::string()) + " = " +
                         std::to_string(stages) + " stages: model " + model + " has " + std::to_string(model_layers) +
                         (model_layers == 1 ? " layer" : " layers") + " for " + std::to_string(stages) +
                         " stages; each needs one at least: use fewer stages");
-  cut_ = distributed.pipeline_split_points.empty()
+  return distributed.pipeline_split_points.empty()
              ? cut_layers_by_cost(static_cast<int>(model_layers), stages, distributed.pipeline_embedding_cost,
                                   distributed.pipeline_head_cost)
              : cut_layers_at(distributed.pipeline_split_points, static_cast<int>(model_layers), stages,
                              "[distributed] pipeline_split_points");
 }
+
+std::vector<int> stage_of_each_layer(const std::vector<StageLayers>& cut, int ranks) {
+  std::vector<int> out;
+  for (size_t stage = 0; stage < cut.size(); ++stage)
+    for (int l = 0; l < cut[stage].count; ++l) out.push_back(static_cast<int>(stage) % ranks);
+  return out;
+}
+
+StageRunner::StageRunner(Communicator& pipeline, const DistributedSettings& distributed, int64_t model_layers,
+                         const std::string& model)
+    : group_(pipeline),
+      schedule_(stage_schedule_from_name(distributed.pipeline_schedule)),
+      chunks_(static_cast<int>(distributed.pipeline_chunks)),
+      cut_(cut_pipeline(distributed, model_layers, model)) {}
 
 std::string StageRunner::describe() const {
   std::string out = "stage " + std::to_string(group_.rank()) + " of " + std::to_string(group_.world_size()) + " (" +
@@ -211,6 +223,25 @@ std::vector<ForwardResult> StageRunner::run(const std::vector<Batch>& batches, d
   waited_ += seconds_since(finishing);
   ran_ += seconds_since(started);
   return results;
+}
+
+ForwardResult StageRunner::forward_only(const Batch& batch, const Forward& forward) {
+  const int ranks = group_.world_size(), rank = group_.rank(), stages = ranks * chunks_;
+  const double waited_before = waited_;  // evaluation's waiting is not the training step's bubble
+  device_ = batch.inputs.device();
+  ForwardResult last;
+  for (int c = 0; c < chunks_; ++c) {  // a rank's virtual stages in the order the batch reaches them
+    const int stage = c * ranks + rank;
+    const StageLayers& layers = cut_[static_cast<size_t>(stage)];
+    at::Tensor hidden;
+    if (stage > 0) hidden = receive_hidden(0, stage);
+    ForwardResult out = forward(batch, {layers.first, layers.first + layers.count, hidden});
+    if (stage + 1 < stages) send_hidden(out.hidden_out, 0, stage + 1);
+    else last = std::move(out);
+  }
+  group_.wait_sends();
+  waited_ = waited_before;
+  return last;
 }
 
 }  // namespace loom

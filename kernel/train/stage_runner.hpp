@@ -6,9 +6,11 @@
 // gradient of what it received back the other way: c10d point-to-point over the pipeline group,
 // sends started without waiting (the schedules never deadlock when sends do not block).
 //
-// Every stage holds the whole model (ABI 1.17) and runs its layers only (loom_model_forward_args.
-// layer_begin / layer_end); the last computes the loss. Each stage's gradients are those of its
-// layers, zero elsewhere: the replica group's sum (train/grad_sync.hpp) is the whole gradient.
+// Each stage runs its layers only (ABI 1.17, loom_model_forward_args.layer_begin / layer_end);
+// the last computes the loss. Each stage holds its own layers and what lies outside layers
+// (train/stage_placement.hpp), or, where that is not built, the whole model; its gradients are
+// those of its layers, zero for the rest of what it holds, and the gradient sync's sums
+// (train/grad_sync.hpp) make the whole gradient.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -31,6 +33,14 @@ namespace loom {
 // chunks that do not fit its schedule.
 void check_pipeline_parallel(const DistributedSettings& distributed);
 
+// The model's layers cut into the plan's virtual stages (pipeline_parallel x pipeline_chunks),
+// by cost or at the listed split points. A usage Failure naming the model when it has fewer
+// layers than stages.
+std::vector<StageLayers> cut_pipeline(const DistributedSettings& distributed, int64_t model_layers,
+                                      const std::string& model);
+// The pipeline rank that runs each layer (virtual stage v runs on rank v % ranks).
+std::vector<int> stage_of_each_layer(const std::vector<StageLayers>& cut, int ranks);
+
 class StageRunner {
  public:
   // One micro-batch's forward through a range of layers; the caller wraps it in autocast.
@@ -46,6 +56,10 @@ class StageRunner {
   // multiplied by scale before its backward. Returns each micro-batch's forward (loss sum,
   // units, metrics) on the rank that holds the last stage, an empty vector on the others.
   std::vector<ForwardResult> run(const std::vector<Batch>& batches, double scale, const Forward& forward);
+
+  // One batch's forward through the stages, no backward (evaluation): every stage calls it with
+  // the same batch; the rank that holds the last stage gets the loss, the others an empty result.
+  ForwardResult forward_only(const Batch& batch, const Forward& forward);
 
   bool holds_loss() const { return group_.rank() + 1 == group_.world_size(); }
   // The pipeline's bubble since the last call, as it ran and as the schedule would leave it.

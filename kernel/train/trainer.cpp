@@ -67,7 +67,19 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   Pipeline::ExpertsElsewhere elsewhere;  // [model] init_from under expert parallelism
   if (experts > 1)
     elsewhere = [this](ModelInstance& model) { return experts_held_elsewhere(model, *mesh_groups_->experts()); };
-  p_ = std::make_unique<Pipeline>(plan, context, elsewhere);
+  Pipeline::OtherStagesLayers other_stages;  // each stage holding its own layers, where that is built
+  if (mesh_.pipeline > 1)
+    other_stages = [this](ModelInstance& model) -> std::optional<std::set<std::string>> {
+      const int64_t layers = model.attributes().pipeline_layers;
+      if (layers <= 0) return std::nullopt;  // refused below
+      if (const std::string why = why_stages_hold_whole_model(plan_, model); !why.empty()) {
+        spdlog::info("pipeline: every stage holds the whole model: {}", why);
+        return std::nullopt;
+      }
+      stage_of_layer_ = stage_of_each_layer(cut_pipeline(plan_.distributed, layers, model.component().name), mesh_.pipeline);
+      return other_stages_layers(model, stage_of_layer_, mesh_.pipeline_rank());
+    };
+  p_ = std::make_unique<Pipeline>(plan, context, elsewhere, other_stages);
   if (mesh_.ring && !p_->model.handles_context_parallel())
     throw usage_failure("[distributed] context_parallel = " + std::to_string(mesh_.sequence) + ": model " +
                         p_->model.component().name + " does not attend over rings of chunks (loom_model_attributes."
@@ -93,6 +105,10 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
     stages_ = std::make_unique<StageRunner>(*mesh_groups_->pipeline(), plan.distributed, layers,
                                             p_->model.component().name);
     spdlog::info("pipeline: {}", stages_->describe());
+    if (p_->stage_layers) {
+      stage_placement_ = std::make_unique<StagePlacement>(*p_, *mesh_groups_->pipeline(), stage_of_layer_);
+      spdlog::info("pipeline: this stage holds {}", stage_placement_->describe());
+    }
   }
   if (tensor_parallel_) {
     TensorParallel::check_model_splits(p_->model.params(), p_->model.component().name, mesh_.tensor);
@@ -103,8 +119,14 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
     experts_ = std::make_unique<ExpertPlacement>(*p_, *mesh_groups_->experts());
     if (p_->frozen.frozen > 0) experts_->use_whole_frozen_checksum();
   }
-  grad_sync_ = build_gradient_sync(plan, *p_, comm_.get(), mesh_groups_ ? mesh_groups_->experts() : nullptr,
-                                   mesh_groups_ ? mesh_groups_->expert_replicas() : nullptr);
+  // Placed groups: experts summed over the ranks holding the same ones, or a stage's layers over its replicas.
+  Communicator* placed_group = mesh_groups_ ? mesh_groups_->experts() : nullptr;
+  Communicator* placed_replicas = mesh_groups_ ? mesh_groups_->expert_replicas() : nullptr;
+  if (stage_placement_) {
+    placed_group = mesh_groups_->pipeline();
+    placed_replicas = mesh_groups_->stage_replicas();
+  }
+  grad_sync_ = build_gradient_sync(plan, *p_, comm_.get(), placed_group, placed_replicas);
   shards_ = build_parameter_shards(plan, *p_, comm_.get(), device_);
   events_ = std::make_unique<EventBus>(p_->hooks);
   for (HookInstance& hook : p_->hooks) {
@@ -115,7 +137,16 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
                    hook.component().name);
   }
   evaluator_ = build_evaluator(plan, *p_, device_, comm_.get());
-  if (evaluator_ && stages_) evaluator_->set_pipeline_stage(stages_->holds_loss());
+  if (evaluator_ && stages_) {
+    Evaluator::StagedForward staged;  // a stage holding its own layers only evaluates through the pipeline
+    if (stage_placement_)
+      staged = [this](const Batch& b) {
+        return stages_->forward_only(b, [this](const Batch& batch, const ModelInstance::LayerRange& layers) {
+          return p_->model.forward_layers(batch.inputs, batch.targets, batch.fields, layers, "[eval_data]");
+        });
+      };
+    evaluator_->set_pipeline_stage(stages_->holds_loss(), staged);
+  }
   checkpoints_ = build_checkpoints(plan, *p_, run_dir);
   if (checkpoints_ && p_->sparse.row_sharded() && p_->sparse_optimizer && p_->sparse_optimizer->component().plugin &&
       p_->sparse_optimizer->component().plugin->abi_minor < 14 && !p_->sparse_optimizer->state().empty())
@@ -125,7 +156,10 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
                         ", before per-row state could be declared (add_row_state), so only rank 0's rows of its "
                         "state would be saved; rebuild it against this SDK or use sparse_tables = \"replicated\"");
   // World rank 0 writes; under tensor or expert parallelism the rest of its group gathers with it.
-  if (plan.hf_export.enabled && (env.rank == 0 || (tensor_parallel_ && rank() == 0) || (experts_ && env.rank < experts)))
+  // Under stage-local pipelines every stage's first replica sends its layers to world rank 0.
+  const bool stage_sender = stage_placement_ && mesh_.data_rank() == 0 && mesh_.sequence_rank() == 0;
+  if (plan.hf_export.enabled &&
+      (env.rank == 0 || (tensor_parallel_ && rank() == 0) || (experts_ && env.rank < experts) || stage_sender))
     exporter_ = std::make_unique<PeriodicExport>(plan.hf_export, run_dir, p_->model, plan.lora);
   spdlog::info("model {}: {}; data {}; optimizer {}; schedule {}", p_->model.component().name,
                p_->frozen.frozen > 0 ? p_->frozen.describe()
@@ -292,6 +326,7 @@ void Trainer::restore(const std::filesystem::path& path, Restore mode) {
     loaded = cut_into_pieces(loaded, *p_, tensor_parallel_->mesh().tensor_rank(), tensor_parallel_->mesh().tensor,
                              path.string());
   if (experts_) loaded = experts_->cut(std::move(loaded), path.string());  // every expert there: this rank's
+  if (stage_placement_) loaded = stage_placement_->cut(std::move(loaded), path.string());  // this stage's layers
   if (p_->sparse.row_sharded()) cut_table_rows(loaded, *p_, mesh_.rank, mesh_.world_size, path.string());
   const RestoredRun restored = read_restored_run(loaded, path.string());
   if (mode == Restore::resume) {
@@ -443,9 +478,13 @@ void Trainer::save() {
     if (rank() == 0) part = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
     make_table_row_part(part, *p_, *world());
     checkpoints_->save_part(std::move(part), *world(), timeout);
+  } else if (stage_placement_ && mesh_.pipeline_rank() > 0) {
+    // the first replica of every stage sends its layers to world rank 0
+    if (mesh_.data_rank() == 0 && mesh_.sequence_rank() == 0) stage_placement_->gather_whole(nullptr);
   } else if (rank() == 0 || (experts_ && mesh_.rank < plan_.distributed.expert_parallel)) {
     // under tensor or expert parallelism, rank 0's whole group puts its pieces together
     Snapshot snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
+    if (stage_placement_) stage_placement_->gather_whole(&snapshot);
     if (tensor_parallel_) gather_whole_tensors(snapshot, *p_, tensor_parallel_->group());
     if (experts_) experts_->gather_whole(snapshot);
     if (rank() == 0 && (!tensor_parallel_ || tensor_parallel_->mesh().tensor_rank() == 0)) checkpoints_->save(std::move(snapshot));
@@ -455,8 +494,10 @@ void Trainer::save() {
 }
 
 void Trainer::export_now() {
-  if (!tensor_parallel_ && !experts_) return exporter_->write(progress_.step);
-  const auto whole = experts_ ? experts_->gather_params() : gather_split_params(*p_, tensor_parallel_->group());
+  if (!tensor_parallel_ && !experts_ && !stage_placement_) return exporter_->write(progress_.step);
+  const auto whole = experts_           ? experts_->gather_params()
+                     : stage_placement_ ? stage_placement_->gather_params()
+                                        : gather_split_params(*p_, tensor_parallel_->group());
   if (mesh_.rank == 0) exporter_->write(progress_.step, whole);
   else exporter_->gathered(progress_.step);
 }

@@ -21,6 +21,7 @@
 #include "train/prefetcher.hpp"
 #include "train/progress.hpp"
 #include "train/run_state.hpp"
+#include "train/stage_placement.hpp"
 #include "train/stage_runner.hpp"
 #include "train/step_values.hpp"
 #include "train/mesh_groups.hpp"
@@ -141,6 +142,8 @@ class Trainer {
   std::unique_ptr<TensorParallel> tensor_parallel_;  // null unless tensor_parallel > 1
   std::unique_ptr<ExpertPlacement> experts_;         // null unless expert_parallel > 1
   std::unique_ptr<StageRunner> stages_;              // this rank's pipeline stage; null unless pipeline_parallel > 1
+  std::unique_ptr<StagePlacement> stage_placement_;  // null unless each stage holds its own layers only
+  std::vector<int> stage_of_layer_;                  // with stage_placement_: the pipeline rank running each layer
   std::unique_ptr<Communicator> comm_;  // the replica group; null when it has one rank
   std::set<std::string> whole_params_;  // tensor parallelism: the dense parameters not split
   std::unique_ptr<Pipeline> p_;

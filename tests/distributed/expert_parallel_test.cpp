@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "dist_helpers.hpp"
-#include "formats/weight_loading.hpp"
 #include "mesh_runs.hpp"
 
 namespace fs = std::filesystem;
@@ -62,14 +61,7 @@ std::map<std::string, at::Tensor> trained_state(const fs::path& checkpoint) {
   return out;
 }
 
-// The weights of a Hugging Face folder a run exported.
-std::map<std::string, at::Tensor> exported(const fs::path& folder) {
-  const loom::formats::HfWeightSource source(folder.string());
-  std::map<std::string, at::Tensor> out;
-  for (const std::string& name : source.names())
-    if (compared(name)) out[name] = source.view(name).clone();
-  return out;
-}
+std::map<std::string, at::Tensor> exported(const fs::path& folder) { return exported_weights(folder, compared); }
 
 }  // namespace
 

@@ -10,12 +10,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "dist_helpers.hpp"
+#include "formats/weight_loading.hpp"
 #include "run_host.hpp"
 
 namespace loom_mesh_test {
@@ -184,6 +186,17 @@ inline fs::path write_hf_folder(const fs::path& dir, const std::string& arch, co
 
 // A Mistral folder with a 5-position sliding window at dir / "mistral".
 inline fs::path write_mistral_window(const fs::path& dir) { return write_hf_folder(dir, "mistral_window", "mistral"); }
+
+// The weights of a Hugging Face folder a run exported ([export]), those `keep` accepts (all
+// when it is empty).
+inline std::map<std::string, at::Tensor> exported_weights(const fs::path& folder,
+                                                         const std::function<bool(const std::string&)>& keep = {}) {
+  const loom::formats::HfWeightSource source(folder.string());
+  std::map<std::string, at::Tensor> out;
+  for (const std::string& name : source.names())
+    if (!keep || keep(name)) out[name] = source.view(name).clone();
+  return out;
+}
 
 // A run's (eval_loss, eval_tokens) records, in order.
 inline std::vector<std::pair<double, double>> evaluations(const fs::path& run) {

@@ -71,6 +71,7 @@ TEST_CASE("every rank of pipeline x data x sequence x tensor meshes sits where p
             check_group(mesh, mesh.sequence_group(), sequence, false, false, true, false);
             check_group(mesh, mesh.pipeline_group(), pipeline, true, false, false, false);
             check_group(mesh, mesh.replica_group(), pipeline * data * sequence, true, true, true, false);
+            check_group(mesh, mesh.stage_replica_group(), data * sequence, false, true, true, false);
             CHECK(mesh.replica_rank() == mesh.rank / tensor);
           }
           CHECK(static_cast<int>(all.size()) == world);
@@ -81,6 +82,7 @@ TEST_CASE("the pipeline is the outermost axis, and degrees that do not divide th
   const DeviceMesh mesh = make_device_mesh(8, 5, 2, 1, 1, 2);
   CHECK(mesh.describe() == "8 ranks = pipeline 2 x data 2 x tensor 2; rank 5: pipeline 1, data 0, tensor 1");
   CHECK(mesh.pipeline_group() == std::vector<int>{1, 5});
+  CHECK(mesh.stage_replica_group() == std::vector<int>{5, 7});
   try {
     make_device_mesh(6, 0, 2, 1, 1, 2);
     FAIL("4 does not divide 6");

@@ -1,0 +1,101 @@
+// stage_placement.hpp: pipeline stages that hold their own layers only ([distributed]
+// pipeline_parallel = P > 1). A stage keeps the parameters of the layers it runs (ModelParam::unit,
+// ABI 1.5 and 1.17) and what lies outside layers (the embedding, the final norm, the output
+// layer: a tied output layer then needs nothing more); the other layers' parameters are given
+// back before the flat buffers exist (ModelInstance::give_to_other_stages), so a stage's weights,
+// gradients and optimizer state are its layers' share of the model's.
+//
+// The layers' parameters fill the flat buffers' placed groups (train/flat_params.hpp, ShardSpec::
+// stage_layers): their gradients are summed over the stage's replicas, what lies outside layers
+// over the replica group spanning the stages (the stages that do not use it add zeros), and the
+// gradient norm adds the placed groups' squares over the pipeline (train/grad_sync.hpp).
+//
+// Checkpoints keep one process's layout, so that a run resumes at any P or layout: at a save the
+// first stage receives every other stage's layers, with the elementwise optimizer state that
+// follows them, and writes model/<param> and optimizer/<state> as one process does. One process
+// has no placed groups: a placed group's state is saved under the name the optimizer gave the
+// same place in the other group of its dtype and device (which one process's layout continues).
+// At a resume each stage cuts its own share out of the whole.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "abi/checkpoint_backend.hpp"
+#include "checkpoint/snapshot.hpp"
+#include "dist/communicator.hpp"
+#include "train/pipeline.hpp"
+
+namespace loom {
+
+// Why the stages of this run hold the whole model rather than their own layers, or "" when they
+// can hold their own: what is not built with it yet (ZeRO sharding, tensor parallelism), or a
+// model whose parameters outside layers do not span every dtype its layers use (the optimizer's
+// groups would then not line up with one process's).
+std::string why_stages_hold_whole_model(const RunPlan& plan, ModelInstance& model);
+
+// The trainable parameters of the layers other stages run: stage_of_layer[l] is the pipeline
+// rank that runs layer l (train/stage_runner.hpp stage_of_each_layer).
+std::set<std::string> other_stages_layers(ModelInstance& model, const std::vector<int>& stage_of_layer, int stage);
+
+class StagePlacement {
+ public:
+  // Every stage builds it once its flat buffers exist; pipeline: the ranks of one pipeline (a
+  // stage each); stage_of_layer as above. Throws a runtime Failure when the optimizer's state
+  // does not line up between the placed groups and the others.
+  StagePlacement(Pipeline& p, Communicator& pipeline, std::vector<int> stage_of_layer);
+
+  // Every rank of the pipeline calls it in step at a save: the first stage's s (its own
+  // capture) then holds every layer's model/<param> and the optimizer's elementwise state in one
+  // process's layout; the others pass null and send their share.
+  void gather_whole(Snapshot* s);
+  // The weights of every layer the first stage does not run, by name, on the first stage (empty
+  // on the others): with its own, the whole model ([export]). Every rank of the pipeline calls it.
+  std::map<std::string, at::Tensor> gather_params();
+  // A whole checkpoint (one process's layout) as this stage holds it (no collective). Throws a
+  // runtime Failure naming origin when its tensors do not fit the model.
+  LoadedCheckpoint cut(LoadedCheckpoint whole, const std::string& origin) const;
+  // "12345 of 40960 trainable parameters (its layers' and the 3 outside layers)"
+  std::string describe() const;
+
+ private:
+  struct Segment {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t numel = 0;
+    int stage = -1;  // the pipeline rank holding it; -1: outside layers, every stage holds it
+  };
+  struct WholeGroup {  // one of one process's flat groups
+    std::string key;   // device and dtype
+    std::vector<Segment> segments;  // in one process's order
+    int64_t numel = 0;
+  };
+  struct LocalState {                // an elementwise state tensor of this stage's optimizer
+    size_t index = 0;                // in the optimizer's state()
+    size_t group = 0;                // its flat group here
+    size_t whole_group = 0;
+    std::string whole_name;          // its name in one process's layout
+  };
+  // This stage's values of the whole group's segments held by `stage` (concatenated in one
+  // process's order): the parameters (state null) or an elementwise state.
+  at::Tensor pieces_of(size_t whole_group, int stage, const LocalState* state) const;
+  int64_t numel_held_by(size_t whole_group, int stage) const;
+  // The first stage receives each other stage's pieces_of(whole_group, that stage, layer_state)
+  // (of like's dtype and device; undefined where a stage holds none); the others send theirs and
+  // get nothing back. Every rank of the pipeline calls it with the same tag.
+  std::vector<at::Tensor> exchange(size_t whole_group, const LocalState* layer_state, const at::Tensor& like, int tag);
+  // The local group and offset of a segment this stage holds; (-1, 0) when it holds none.
+  std::pair<int64_t, int64_t> local_place(const std::string& name) const;
+
+  Pipeline& p_;
+  Communicator& pipeline_;
+  std::vector<int> stage_of_layer_;
+  std::vector<WholeGroup> whole_;
+  std::vector<size_t> whole_group_of_local_;      // per local flat group
+  std::map<std::string, std::pair<int64_t, int64_t>> local_place_;  // name -> (local group, offset)
+  std::vector<LocalState> states_;
+};
+
+}  // namespace loom
