@@ -40,16 +40,19 @@ std::string why_stages_hold_whole_model(const RunPlan& plan, ModelInstance& mode
   const std::vector<ModelParam> params = dense_params(model.params());
   const bool any_layer = std::any_of(params.begin(), params.end(), [](const ModelParam& p) { return p.unit >= 0; });
   if (!any_layer) return "model " + model.component().name + " declares no parameter's layer (loom_param_view.unit)";
-  if (keys_in_order(params, true) != keys_in_order(params, false))
-    return "model " + model.component().name + "'s parameters outside layers do not come in every dtype its layers "
-           "use, so the optimizer's groups would not line up with one process's";
+  // The optimizer's groups line up with one process's when what trains outside layers spans its
+  // dtypes in the same order, or when nothing does and the layers are of one dtype (LoRA).
+  const std::vector<std::string> outside = keys_in_order(params, true), all = keys_in_order(params, false);
+  if (outside != all && !(outside.empty() && all.size() == 1))
+    return "model " + model.component().name + "'s trainable parameters outside layers do not come in every dtype "
+           "its layers use, so the optimizer's groups would not line up with one process's";
   return "";
 }
 
 std::set<std::string> other_stages_layers(ModelInstance& model, const std::vector<int>& stage_of_layer, int stage) {
   std::set<std::string> out;
-  for (const ModelParam& param : dense_params(model.params())) {
-    if (param.unit < 0) continue;
+  for (const ModelParam& param : model.params()) {  // trainable or frozen; row-sparse tables stay whole
+    if (param.unit < 0 || (param.flags & LOOM_PARAM_FLAG_SPARSE_ROWS)) continue;
     if (param.unit >= static_cast<int64_t>(stage_of_layer.size()))
       throw runtime_failure("model " + model.component().name + ": parameter " + param.name + " says it belongs to layer " +
                             std::to_string(param.unit) + ", but the model has " +
@@ -76,32 +79,36 @@ StagePlacement::StagePlacement(Pipeline& p, Communicator& pipeline, std::vector<
     g.numel += seg.numel;
     g.segments.push_back(std::move(seg));
   }
+  for (const ModelParam& param : params)  // frozen layers: outside the flat buffers, each on its stage
+    if (param.frozen && param.unit >= 0 && !(param.flags & LOOM_PARAM_FLAG_SPARSE_ROWS))
+      frozen_layers_.push_back({param.name, p.model.whole_shape(param), 0, stage_of_layer_.at(static_cast<size_t>(param.unit))});
   const auto tables = p.flat.segment_tables();
   const auto buffers = p.flat.whole_params();
   const auto placed = p.flat.placed_groups();
-  std::vector<int64_t> outside_group_of(whole_.size(), -1);  // the local group outside layers, per whole group
+  // Per whole group, the local group whose optimizer state carries one process's names: the one
+  // outside layers, or, where nothing outside layers trains (LoRA), the stage's layers' own; it
+  // sits at the whole group's index (why_stages_hold_whole_model checked the order).
+  std::vector<int64_t> donor_of(whole_.size(), -1);
   for (size_t g = 0; g < tables.size(); ++g) {
     const auto key = std::find(keys.begin(), keys.end(), group_key(buffers[g]));
     if (key == keys.end()) throw runtime_failure("pipeline: a flat group of " + group_key(buffers[g]) + " one process lacks");
     const auto whole = static_cast<size_t>(key - keys.begin());
     whole_group_of_local_.push_back(whole);
-    if (!placed[g]) {
-      if (whole != g)  // why_stages_hold_whole_model checked the order
-        throw runtime_failure("pipeline: the groups outside layers are not in one process's order");
-      outside_group_of[whole] = static_cast<int64_t>(g);
-    }
+    if (donor_of[whole] < 0 || !placed[g]) donor_of[whole] = static_cast<int64_t>(g);
     for (const auto& seg : tables[g]) local_place_[seg.name] = {static_cast<int64_t>(g), seg.offset};
   }
+  for (size_t w = 0; w < whole_.size(); ++w)
+    if (donor_of[w] >= 0 && donor_of[w] != static_cast<int64_t>(w))
+      throw runtime_failure("pipeline: this stage's flat groups are not in one process's order");
   // The elementwise states, each with its place among its group's.
   const auto& state = p.optimizer.state();
   std::vector<std::vector<size_t>> of_group(tables.size());
   for (size_t i = 0; i < state.size(); ++i)
     if (state[i].elementwise_group >= 0) of_group.at(static_cast<size_t>(state[i].elementwise_group)).push_back(i);
+  whole_state_names_.resize(whole_.size());
   for (size_t g = 0; g < tables.size(); ++g) {
     const size_t whole = whole_group_of_local_[g];
-    if (outside_group_of[whole] < 0)  // why_stages_hold_whole_model checked that every dtype has some
-      throw runtime_failure("pipeline: no parameter outside layers is of " + whole_[whole].key);
-    const auto& names_from = of_group[static_cast<size_t>(outside_group_of[whole])];
+    const auto& names_from = of_group[static_cast<size_t>(donor_of[whole])];
     if (names_from.size() != of_group[g].size())
       throw runtime_failure("optimizer " + p.optimizer.component().name + " keeps " + std::to_string(of_group[g].size()) +
                             " elementwise states for a stage's layers but " + std::to_string(names_from.size()) +
@@ -109,6 +116,8 @@ StagePlacement::StagePlacement(Pipeline& p, Communicator& pipeline, std::vector<
                             "for both (set pipeline_parallel = 1)");
     for (size_t k = 0; k < of_group[g].size(); ++k)
       states_.push_back({of_group[g][k], g, whole, state[names_from[k]].name});
+    if (whole_state_names_[whole].empty())
+      for (const size_t i : names_from) whole_state_names_[whole].push_back(state[i].name);
   }
 }
 
@@ -152,7 +161,7 @@ std::vector<at::Tensor> StagePlacement::exchange(size_t whole_group, const Local
   return received;
 }
 
-std::map<std::string, at::Tensor> StagePlacement::gather_params() {
+std::map<std::string, at::Tensor> StagePlacement::gather_params(bool with_frozen) {
   at::NoGradGuard no_grad;
   std::map<std::string, at::Tensor> out;
   const auto buffers = p_.flat.whole_params();
@@ -167,32 +176,44 @@ std::map<std::string, at::Tensor> StagePlacement::gather_params() {
       at += seg.numel;
     }
   }
+  // Frozen layers one by one, in registration order (tags after the groups').
+  const std::vector<ModelParam> params = p_.model.params();
+  int tag = kFirstGatherTag + static_cast<int>(whole_.size());
+  for (const Segment& frozen : frozen_layers_) {
+    if (!with_frozen) break;
+    const auto param = std::find_if(params.begin(), params.end(), [&](const ModelParam& x) { return x.name == frozen.name; });
+    if (frozen.stage == pipeline_.rank() && frozen.stage != 0) pipeline_.start_send(param->tensor->detach(), 0, tag);
+    if (pipeline_.rank() == 0 && frozen.stage != 0) {
+      out[frozen.name] = at::empty(frozen.shape, param->tensor->options());
+      pipeline_.receive(out[frozen.name], frozen.stage, tag);
+    }
+    ++tag;
+  }
   pipeline_.wait_sends();
   return out;
 }
 
 void StagePlacement::gather_whole(Snapshot* s) {
-  // The layers the first stage lacks, as model/<param>.
-  for (auto& [name, t] : gather_params())
+  // The layers the first stage lacks, as model/<param> (frozen ones when the checkpoint keeps them).
+  for (auto& [name, t] : gather_params(p_.store_frozen))
     if (s) s->tensors.emplace_back(kModel + name, cpu_copy(t));
   at::NoGradGuard no_grad;
   const int rank = pipeline_.rank();
   const auto& state = p_.optimizer.state();
   const auto placed = p_.flat.placed_groups();
-  int tag = kFirstGatherTag + static_cast<int>(whole_.size());
+  int tag = kFirstGatherTag + static_cast<int>(whole_.size() + frozen_layers_.size());
   std::map<std::string, at::Tensor> whole_states;  // one process's elementwise states, by name
   for (size_t w = 0; w < whole_.size(); ++w) {
     // Each elementwise state of the group travels under its whole name.
-    std::vector<const LocalState*> outside, layers;  // this stage's states of the group
-    for (const LocalState& st : states_)
-      if (st.whole_group == w) (placed[st.group] ? layers : outside).push_back(&st);
-    for (const LocalState* whole_state : outside) {
-      const LocalState* layer_state = nullptr;
-      for (const LocalState* st : layers)
-        if (st->whole_name == whole_state->whole_name) layer_state = st;
-      if (!layer_state && numel_held_by(w, rank) > 0)
-        throw runtime_failure("pipeline: this stage's layers have no optimizer state \"" + whole_state->whole_name + "\"");
-      const std::vector<at::Tensor> received = exchange(w, layer_state, *state[whole_state->index].tensor, tag++);
+    for (const std::string& whole_name : whole_state_names_[w]) {
+      const LocalState *outside = nullptr, *layers = nullptr;  // this stage's states of that name
+      for (const LocalState& st : states_)
+        if (st.whole_group == w && st.whole_name == whole_name) (placed[st.group] ? layers : outside) = &st;
+      if (!layers && numel_held_by(w, rank) > 0)
+        throw runtime_failure("pipeline: this stage's layers have no optimizer state \"" + whole_name + "\"");
+      const LocalState* like = outside ? outside : layers;
+      if (rank == 0 && !like) throw runtime_failure("pipeline: the first stage keeps no optimizer state \"" + whole_name + "\"");
+      const std::vector<at::Tensor> received = exchange(w, layers, like ? *state[like->index].tensor : at::Tensor(), tag++);
       if (rank != 0) continue;
       // The first stage: its own values, then every other stage's, in one process's order.
       std::vector<int64_t> read(received.size(), 0);
@@ -204,13 +225,13 @@ void StagePlacement::gather_whole(Snapshot* s) {
           at += seg.numel;
           continue;
         }
-        const LocalState* own = seg.stage < 0 ? whole_state : layer_state;
+        const LocalState* own = seg.stage < 0 ? outside : layers;
         const auto [group, offset] = local_place(seg.name);
         if (!own || own->group != static_cast<size_t>(group))
           throw runtime_failure("pipeline: no optimizer state here for " + seg.name);
         pieces.push_back(state[own->index].tensor->narrow(0, offset, seg.numel));
       }
-      whole_states[whole_state->whole_name] = cpu_copy(at::cat(pieces));
+      whole_states[whole_name] = cpu_copy(at::cat(pieces));
     }
   }
   pipeline_.wait_sends();
@@ -226,16 +247,19 @@ void StagePlacement::gather_whole(Snapshot* s) {
 }
 
 LoadedCheckpoint StagePlacement::cut(LoadedCheckpoint whole, const std::string& origin) const {
+  std::vector<const Segment*> layers;  // every layer's weights, trainable or frozen
   for (const WholeGroup& g : whole_)
-    for (const Segment& seg : g.segments) {
-      if (seg.stage < 0 || seg.stage == pipeline_.rank()) continue;
-      const auto it = whole.tensors.find(kModel + seg.name);
-      if (it == whole.tensors.end()) continue;  // restore_tensors names what is missing
-      if (it->second.sizes().vec() != seg.shape)
-        throw runtime_failure(origin + ": \"" + it->first + "\" has another shape in the checkpoint than in this "
-                              "model; resume with the manifest that wrote it");
-      whole.tensors.erase(it);  // another stage's layer
-    }
+    for (const Segment& seg : g.segments) layers.push_back(&seg);
+  for (const Segment& seg : frozen_layers_) layers.push_back(&seg);
+  for (const Segment* seg : layers) {
+    if (seg->stage < 0 || seg->stage == pipeline_.rank()) continue;
+    const auto it = whole.tensors.find(kModel + seg->name);
+    if (it == whole.tensors.end()) continue;  // restore_tensors names what is missing
+    if (it->second.sizes().vec() != seg->shape)
+      throw runtime_failure(origin + ": \"" + it->first + "\" has another shape in the checkpoint than in this "
+                            "model; resume with the manifest that wrote it");
+    whole.tensors.erase(it);  // another stage's layer
+  }
   const auto& state = p_.optimizer.state();
   const auto tables = p_.flat.segment_tables();
   std::map<std::string, at::Tensor> mine;

@@ -1,9 +1,9 @@
 // stage_placement.hpp: pipeline stages that hold their own layers only ([distributed]
 // pipeline_parallel = P > 1). A stage keeps the parameters of the layers it runs (ModelParam::unit,
 // ABI 1.5 and 1.17) and what lies outside layers (the embedding, the final norm, the output
-// layer: a tied output layer then needs nothing more); the other layers' parameters are given
-// back before the flat buffers exist (ModelInstance::give_to_other_stages), so a stage's weights,
-// gradients and optimizer state are its layers' share of the model's.
+// layer: a tied output layer then needs nothing more); the other layers' parameters, trainable or
+// frozen, are given back before the flat buffers exist (ModelInstance::give_to_other_stages), so a
+// stage's weights, gradients and optimizer state are its layers' share of the model's.
 //
 // The layers' parameters fill the flat buffers' placed groups (train/flat_params.hpp, ShardSpec::
 // stage_layers): their gradients are summed over the stage's replicas, what lies outside layers
@@ -32,12 +32,13 @@ namespace loom {
 
 // Why the stages of this run hold the whole model rather than their own layers, or "" when they
 // can hold their own: what is not built with it yet (ZeRO sharding, tensor parallelism), or a
-// model whose parameters outside layers do not span every dtype its layers use (the optimizer's
-// groups would then not line up with one process's).
+// model whose trainable parameters outside layers do not span every dtype its layers use (the
+// optimizer's groups would then not line up with one process's; none at all is fine when the
+// layers are of one dtype, as LoRA's adapters are).
 std::string why_stages_hold_whole_model(const RunPlan& plan, ModelInstance& model);
 
-// The trainable parameters of the layers other stages run: stage_of_layer[l] is the pipeline
-// rank that runs layer l (train/stage_runner.hpp stage_of_each_layer).
+// The parameters of the layers other stages run, trainable or frozen: stage_of_layer[l] is the
+// pipeline rank that runs layer l (train/stage_runner.hpp stage_of_each_layer).
 std::set<std::string> other_stages_layers(ModelInstance& model, const std::vector<int>& stage_of_layer, int stage);
 
 class StagePlacement {
@@ -51,9 +52,10 @@ class StagePlacement {
   // capture) then holds every layer's model/<param> and the optimizer's elementwise state in one
   // process's layout; the others pass null and send their share.
   void gather_whole(Snapshot* s);
-  // The weights of every layer the first stage does not run, by name, on the first stage (empty
-  // on the others): with its own, the whole model ([export]). Every rank of the pipeline calls it.
-  std::map<std::string, at::Tensor> gather_params();
+  // The weights of every layer the first stage does not run (frozen ones too, unless
+  // with_frozen is false), by name, on the first stage (empty on the others): with its own, the
+  // whole model ([export]). Every rank of the pipeline calls it with the same with_frozen.
+  std::map<std::string, at::Tensor> gather_params(bool with_frozen = true);
   // A whole checkpoint (one process's layout) as this stage holds it (no collective). Throws a
   // runtime Failure naming origin when its tensors do not fit the model.
   LoadedCheckpoint cut(LoadedCheckpoint whole, const std::string& origin) const;
@@ -96,6 +98,8 @@ class StagePlacement {
   std::vector<size_t> whole_group_of_local_;      // per local flat group
   std::map<std::string, std::pair<int64_t, int64_t>> local_place_;  // name -> (local group, offset)
   std::vector<LocalState> states_;
+  std::vector<std::vector<std::string>> whole_state_names_;  // per whole group: its elementwise states' names
+  std::vector<Segment> frozen_layers_;  // frozen layer weights ([lora], [model] freeze), in registration order
 };
 
 }  // namespace loom
