@@ -95,6 +95,9 @@ void Trainer::save() {
   }
   std::vector<std::string> data_states = comm_ ? comm_->allgather_bytes(data_state_)
                                                : std::vector<std::string>{data_state_};
+  // The stages of a pipeline read the same data: the first stage's ranks (the replica group's
+  // first, dist/device_mesh.hpp) hold every data rank's position.
+  if (mesh_.pipeline > 1) data_states.resize(data_states.size() / static_cast<size_t>(mesh_.pipeline));
   if (mesh_.sequence > 1) {  // the ranks of a sequence group read the same data: one position per data rank
     std::vector<std::string> per_data_rank;
     for (size_t r = 0; r < data_states.size(); r += static_cast<size_t>(mesh_.sequence))

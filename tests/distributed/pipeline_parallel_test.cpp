@@ -210,6 +210,10 @@ TEST_CASE("a pipeline checkpoint resumes bit for bit on its layout and within 1e
   };
   const auto& last = after_step_10;
   CHECK(resumed("r2-from-2", stages_of(2, 2), "u2") == last(two));  // bit for bit
+  // One data position per data rank: the stages read the same rows.
+  const auto saved = loom_dist_test::checkpoint_tensors(dir / "u2" / "checkpoints" / "step-10");
+  CHECK(saved.count("data/rank0") == 1);
+  CHECK(saved.count("data/rank1") == 0);
   check_close(last(one), resumed("r1-from-2", {1}, "u2"), 1e-5);
   check_close(last(one), resumed("r2-from-1", stages_of(2, 2), "u1"), 1e-5);
   check_close(last(one), resumed("r4-from-2", stages_of(4, 4), "u2"), 1e-5);
