@@ -295,8 +295,8 @@ std::string StagePlacement::describe() const {
       if (seg.stage < 0) ++outside;
       if (seg.stage < 0 || seg.stage == pipeline_.rank()) held += seg.numel;
     }
-  return std::to_string(held) + " of " + std::to_string(all) + " trainable parameters (its layers' and the " +
-         std::to_string(outside) + " outside layers)";
+  return std::to_string(held) + " of " + std::to_string(all) + " trainable parameters (its layers' and " +
+         std::to_string(outside) + " tensor" + (outside == 1 ? "" : "s") + " outside layers)";
 }
 
 }  // namespace loom

@@ -59,7 +59,7 @@ class StagePlacement {
   // A whole checkpoint (one process's layout) as this stage holds it (no collective). Throws a
   // runtime Failure naming origin when its tensors do not fit the model.
   LoadedCheckpoint cut(LoadedCheckpoint whole, const std::string& origin) const;
-  // "12345 of 40960 trainable parameters (its layers' and the 3 outside layers)"
+  // "12345 of 40960 trainable parameters (its layers' and 3 tensors outside layers)"
   std::string describe() const;
 
  private:

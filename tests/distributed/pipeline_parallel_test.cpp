@@ -51,8 +51,8 @@ void check_bubbles_logged(const fs::path& run) {
 }
 
 // What each stage's log says it holds ("pipeline: this stage holds H of A trainable parameters
-// (its layers' and the N outside layers)"): every stage holds the N parameters outside layers
-// and its own layers' only, so the stages' holdings less the repeated ones add up to the model.
+// (its layers' and N tensors outside layers)"): every stage holds what lies outside layers and
+// its own layers only, so the stages' holdings less the repeated ones add up to the model.
 // ranks_per_stage: the data replicas of a stage (its first's log is read).
 void check_stages_hold_their_layers(const fs::path& run, int stages, int ranks_per_stage = 1) {
   int64_t held_sum = 0, all = -1, outside_elements = -1;
