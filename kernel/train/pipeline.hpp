@@ -114,8 +114,8 @@ struct Pipeline {
     const std::set<std::string> names = elsewhere(model);
     return prepare_model(model, c, &names);
   }
-  // other_stages: under pipeline parallelism, the trainable parameters of the layers other
-  // stages run, to give back; nullopt (or no function) when every stage holds the whole model.
+  // other_stages: under pipeline parallelism, the parameters (trainable or frozen) of the layers
+  // other stages run, to give back; nullopt (or no function) when every stage holds the whole model.
   using OtherStagesLayers = std::function<std::optional<std::set<std::string>>(ModelInstance&)>;
   static bool give_to_other_stages(ModelInstance& model, const OtherStagesLayers& other_stages) {
     const std::optional<std::set<std::string>> names = other_stages ? other_stages(model) : std::nullopt;
