@@ -29,9 +29,10 @@ const char* shard_mode_name(ShardMode mode) {
 }
 
 FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) : shard_(shard) {
-  if (shard_.world_size < 1 || shard_.rank < 0 || shard_.rank >= shard_.world_size)
-    throw runtime_failure("flat parameters: rank " + std::to_string(shard_.rank) + " of " +
-                          std::to_string(shard_.world_size));
+  if (shard_.placed_world_size == 0) shard_.placed_rank = shard_.rank, shard_.placed_world_size = shard_.world_size;
+  for (const auto& [rank, ranks] : {std::pair{shard_.rank, shard_.world_size}, std::pair{shard_.placed_rank, shard_.placed_world_size}})
+    if (ranks < 1 || rank < 0 || rank >= ranks)
+      throw runtime_failure("flat parameters: rank " + std::to_string(rank) + " of " + std::to_string(ranks));
   // Group by (device, dtype, placed or not), keeping reverse registration order inside each group.
   std::map<std::string, std::vector<const ModelParam*>> by_group;
   std::vector<std::string> order, placed_order;
@@ -47,12 +48,16 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) :
   }
   order.insert(order.end(), placed_order.begin(), placed_order.end());
   at::NoGradGuard no_grad;
-  const int64_t world = shard_.world_size;
   for (const auto& key : order) {
     auto group = std::make_unique<Group>();
     const auto& members = by_group[key];
     group->placed = placed_here(*members.front());
     group->sharded = sharded() && (!group->placed || shard_.shard_placed);
+    if (group->sharded) {
+      group->rank = group->placed ? shard_.placed_rank : shard_.rank;
+      group->ranks = group->placed ? shard_.placed_world_size : shard_.world_size;
+    }
+    const int64_t world = group->ranks;
     for (const ModelParam* p : members) group->numel += p->tensor->numel();
     // Padding to a multiple of the world size gives every rank an equal chunk to all-gather.
     const int64_t padded = group->sharded ? (group->numel + world - 1) / world * world : group->numel;
@@ -62,7 +67,7 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) :
     const int64_t chunk = padded / world;
     group->owned = OwnedSlice{0, group->numel};
     if (group->sharded) {
-      group->owned.start = std::min(group->numel, chunk * shard_.rank);
+      group->owned.start = std::min(group->numel, chunk * group->rank);
       group->owned.length = std::min(group->numel, group->owned.start + chunk) - group->owned.start;
     }
     int64_t offset = 0;
@@ -139,22 +144,29 @@ std::vector<at::Tensor> FlatParams::resident_gradients() const {
   return parts;
 }
 
-at::Tensor FlatParams::grad_norm() const { return owned_grad_square_sum().sqrt(); }
+at::Tensor FlatParams::grad_norm() const { return owned_grad_square_sum().sqrt().to(at::kFloat); }
 
 namespace {
 
-// The sum of t's squares, in fp32 on t's device. LibTorch's CPU norm of a float tensor adds the
+// Sums of squares are kept in double on the CPU: LibTorch's CPU norm of a float tensor adds the
 // squares one by one in float, which drifts by 3e-6 of the norm at 1e5 elements and 4e-5 at 1e6
-// (measured against double), and clipping carries that into every update; a sum of squares adds
-// pairwise. Chunks bound the temporary on the CPU; CUDA's norm reduces as a tree and needs none.
+// (measured against double), and clipping carries that into every update. In double, the order in
+// which a layout adds them (one process, pipeline stages, ranks' slices) moves the sum by about
+// 1e-16, so the fp32 norm, and the clipped update, are one process's. CUDA's norm reduces as a
+// tree in fp32.
+at::TensorOptions square_options(const at::Device& device) {
+  return at::TensorOptions().device(device).dtype(device.is_cuda() ? at::kFloat : at::kDouble);
+}
+
+// The sum of t's squares (square_options), chunked to bound the temporary.
 at::Tensor squares_of(const at::Tensor& t) {
   if (t.is_cuda()) return at::linalg_vector_norm(t, 2, std::nullopt, false, at::kFloat).square();
   constexpr int64_t kChunk = int64_t{1} << 20;
   const at::Tensor flat = t.reshape({-1});
-  at::Tensor sum = at::zeros({}, flat.options().dtype(at::kDouble));
+  at::Tensor sum = at::zeros({}, square_options(t.device()));
   for (int64_t i = 0; i < flat.numel(); i += kChunk)
-    sum += flat.narrow(0, i, std::min(kChunk, flat.numel() - i)).to(at::kFloat).pow(2).sum();
-  return sum.to(at::kFloat);
+    sum += flat.narrow(0, i, std::min(kChunk, flat.numel() - i)).to(at::kFloat).pow(2).sum(at::kDouble);
+  return sum;
 }
 
 at::Tensor square_sum(const std::vector<at::Tensor>& parts) {
@@ -163,7 +175,7 @@ at::Tensor square_sum(const std::vector<at::Tensor>& parts) {
     at::Tensor s = squares_of(used);
     squares = squares.defined() ? squares + s.to(squares.device()) : s;
   }
-  return squares.defined() ? squares : at::zeros({});
+  return squares.defined() ? squares : at::zeros({}, square_options(at::kCPU));
 }
 
 }  // namespace
@@ -181,7 +193,7 @@ at::Tensor FlatParams::owned_grad_square_sum(bool placed) const {
   for (const auto& g : groups_)
     if (g->placed == placed) parts.push_back(used_grads(*g));
   if (parts.empty() && !groups_.empty())
-    return at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(groups_.front()->grads.device()));
+    return at::zeros({}, square_options(groups_.front()->grads.device()));
   return square_sum(parts);
 }
 
@@ -198,9 +210,9 @@ std::vector<bool> FlatParams::sharded_groups() const {
 }
 
 at::Tensor FlatParams::owned_grad_square_sum(const std::set<std::string>& names) const {
-  if (groups_.empty()) return at::zeros({});
+  if (groups_.empty()) return at::zeros({}, square_options(at::kCPU));
   const at::Device device = groups_.front()->grads.device();
-  std::vector<at::Tensor> sums{at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device))};
+  std::vector<at::Tensor> sums{at::zeros({}, square_options(device))};
   for (const auto& g : groups_) {
     const OwnedSlice used = g->sharded && reduces_to_owner() ? g->owned : OwnedSlice{0, g->numel};
     for (const Segment& s : g->whole) {
@@ -221,6 +233,12 @@ void FlatParams::scale_grads(const at::Tensor& factor) {
   for (auto& g : groups_) {
     (g->sharded ? g->owned_grads : g->grads).mul_(factor.to(g->grads.device(), g->grads.scalar_type()));
   }
+}
+
+std::vector<int> FlatParams::sharing_ranks() const {
+  std::vector<int> out;
+  for (const auto& g : groups_) out.push_back(g->ranks);
+  return out;
 }
 
 std::vector<at::Tensor> FlatParams::param_buffers() const {
@@ -254,8 +272,8 @@ std::vector<FlatParams::GradBucket> FlatParams::grad_buckets(int64_t max_bytes) 
   std::vector<GradBucket> out;
   for (const auto& g : groups_) {
     const int64_t per_bucket = std::max<int64_t>(1, max_bytes / g->grads.element_size());
-    const int64_t padded = g->grads.numel(), chunk = padded / shard_.world_size;
-    for (int rank = 0; rank < shard_.world_size; ++rank) {
+    const int64_t padded = g->grads.numel(), chunk = padded / g->ranks;
+    for (int rank = 0; rank < g->ranks; ++rank) {
       // Whole, the one "chunk" is the whole buffer; sharded, buckets stop at slice edges.
       const int64_t begin = g->sharded ? chunk * rank : 0, end = g->sharded ? begin + chunk : padded;
       for (int64_t start = begin; start < end; start += per_bucket)

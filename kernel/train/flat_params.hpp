@@ -10,7 +10,8 @@
 // stage holds only its own (ShardSpec::stage_layers).
 //
 // Sharded ([distributed] shard, ZeRO-1/2): each buffer is padded to a multiple of the world
-// size and rank r owns the r-th equal slice. The optimizer sees only that slice (its segment
+// size (a placed group's: of the ranks holding it, ShardSpec::placed_world_size) and rank r owns
+// the r-th equal slice. The optimizer sees only that slice (its segment
 // table cut at the slice's edges), so it keeps state for 1/N of the parameters.
 #pragma once
 
@@ -47,6 +48,11 @@ struct ShardSpec {
   // >= 0) are placed, and their groups come after every other group (whose order is then one
   // process's: train/stage_placement.hpp maps the optimizer's state between the two).
   bool stage_layers = false;
+  // The placed groups are cut among the ranks holding the same ones (a pipeline stage's
+  // replicas) rather than among all world_size: this rank's place among them and their number
+  // (0: rank and world_size).
+  int placed_rank = 0;
+  int placed_world_size = 0;
 };
 
 // One rank's part of one flat buffer: elements [start, start + length).
@@ -75,7 +81,9 @@ class FlatParams {
   // sync). In "gradients" mode that is only this rank's slice: the caller sums the squares of
   // every rank's (owned_grad_square_sum) instead.
   at::Tensor grad_norm() const;
-  // Sum of squares of this rank's owned gradient slices, in fp32 on the first group's device.
+  // Sum of squares of this rank's owned gradient slices, on the first group's device: in double
+  // on the CPU (so that the order in which a layout adds them leaves the fp32 norm as it is), in
+  // fp32 on CUDA.
   at::Tensor owned_grad_square_sum() const;
   // The part of it that belongs to the named parameters (tensor parallelism: those held whole).
   at::Tensor owned_grad_square_sum(const std::set<std::string>& names) const;
@@ -89,7 +97,8 @@ class FlatParams {
   std::vector<at::Tensor> param_buffers() const;
   // Contiguous slices of the gradient buffers of at most max_bytes each, in buffer order (the
   // reverse of registration: the gradients backward produces first come first). In a sharded
-  // group no bucket crosses a slice edge and owner is the rank owning it; -1 in a whole group.
+  // group no bucket crosses a slice edge and owner is the rank owning it (among the ranks the group is
+  // cut among: a placed group's, its replicas); -1 in a whole group.
   struct GradBucket {
     at::Tensor grads;
     int owner = -1;
@@ -105,8 +114,10 @@ class FlatParams {
   // Per group (in abi() order): whether it is placed, and whether it is sharded.
   std::vector<bool> placed_groups() const;
   std::vector<bool> sharded_groups() const;
+  // Per group: how many ranks it is cut among (1 when whole; a placed group's own replicas).
+  std::vector<int> sharing_ranks() const;
   // The sums of squares of the gradients the optimizer will use, of the placed groups or of the
-  // others, in fp32 on the first group's device.
+  // others, as above.
   at::Tensor owned_grad_square_sum(bool placed) const;
 
   // Per group (in abi() order): the whole parameter buffer, padding excluded.
@@ -130,6 +141,7 @@ class FlatParams {
   struct Group {
     bool placed = false;       // a placed group (experts, or a stage's layers)
     bool sharded = false;      // cut among the ranks (shard mode, and placed ones only when shard_placed)
+    int rank = 0, ranks = 1;   // this rank's slice among how many (the placed ones' own when sharded)
     at::Tensor params, grads;  // padded to a multiple of world_size when sharded
     int64_t numel = 0;         // without the padding
     OwnedSlice owned;

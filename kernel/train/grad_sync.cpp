@@ -89,33 +89,38 @@ double GradientSync::finish() {
   return buckets_.empty() ? 0.0 : static_cast<double>(started_early_) / static_cast<double>(buckets_.size());
 }
 
+Communicator* GradientSync::summed_over(bool placed) { return placed && placed_group_ ? placed_replicas_ : &comm_; }
+
 void GradientSync::start(size_t bucket) {
   started_[bucket] = true;
   FlatParams::GradBucket& b = buckets_[bucket];
+  Communicator* over = summed_over(b.placed);
+  if (!over) return;  // nobody else holds it
   if (b.owner < 0 || !flat_.reduces_to_owner()) {
-    Communicator* over = b.placed && placed_group_ ? placed_replicas_ : &comm_;
-    if (over) over->start_allreduce(b.grads);
+    over->start_allreduce(b.grads);
     return;
   }
-  reducing_.emplace_back(bucket, comm_.start_reduce(b.grads, b.owner));
+  reducing_.push_back({bucket, over, over->start_reduce(b.grads, b.owner)});
   while (reducing_.size() > kReducesInFlight) retire_oldest_reduce();
 }
 
 void GradientSync::retire_oldest_reduce() {
-  const auto [bucket, ticket] = reducing_.front();
+  const Reducing r = reducing_.front();
   reducing_.pop_front();
-  comm_.wait_ticket(ticket);
+  r.over->wait_ticket(r.ticket);
   // Another rank owns the sum: this rank's copy goes back, and reads as zeros next step.
-  if (buckets_[bucket].owner != comm_.rank()) release_memory(buckets_[bucket].grads, /*zeroed=*/true);
+  if (buckets_[r.bucket].owner != r.over->rank()) release_memory(buckets_[r.bucket].grads, /*zeroed=*/true);
 }
 
 void GradientSync::gather_params() {
   // "parameters" gathers each unit when it runs next (train/parameter_shards.hpp).
   if (!flat_.sharded() || flat_.shard().mode == ShardMode::parameters) return;
   std::vector<at::Tensor> buffers = flat_.param_buffers();
-  const std::vector<bool> sharded = flat_.sharded_groups();
-  for (size_t g = 0; g < buffers.size(); ++g)
-    if (sharded[g]) comm_.allgather_chunks(buffers[g]);
+  const std::vector<bool> sharded = flat_.sharded_groups(), placed = flat_.placed_groups();
+  for (size_t g = 0; g < buffers.size(); ++g) {
+    if (!sharded[g]) continue;
+    if (Communicator* over = summed_over(placed[g])) over->allgather_chunks(buffers[g]);
+  }
 }
 
 at::Tensor GradientSync::grad_norm() {
@@ -123,13 +128,18 @@ at::Tensor GradientSync::grad_norm() {
     at::Tensor dense = flat_.owned_grad_square_sum(false);
     if (flat_.reduces_to_owner()) comm_.allreduce_sum(dense);
     at::Tensor placed = flat_.owned_grad_square_sum(true);
+    // Cut among a stage's replicas, each holds the reduced sum of its slice only (experts' stay whole).
+    const std::vector<bool> sharded = flat_.sharded_groups(), is_placed = flat_.placed_groups();
+    bool placed_cut = false;
+    for (size_t g = 0; g < sharded.size(); ++g) placed_cut = placed_cut || (sharded[g] && is_placed[g]);
+    if (flat_.reduces_to_owner() && placed_cut && placed_replicas_) placed_replicas_->allreduce_sum(placed);
     placed_group_->allreduce_sum(placed);
-    return (dense + placed.to(dense.device())).sqrt();
+    return (dense + placed.to(dense.device())).sqrt().to(at::kFloat);
   }
   if (!flat_.reduces_to_owner()) return flat_.grad_norm();
   at::Tensor squares = flat_.owned_grad_square_sum();
   comm_.allreduce_sum(squares);
-  return squares.sqrt();
+  return squares.sqrt().to(at::kFloat);
 }
 
 }  // namespace loom

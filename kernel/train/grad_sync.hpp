@@ -12,10 +12,11 @@
 // all resident at once. "optimizer" and "gradients" all-gather the parameter buffers after the
 // optimizer updated each rank's slice (gather_params).
 //
-// The placed groups' buckets (whole, never sharded) are summed over the placed replicas instead:
-// under expert parallelism the ranks holding the same experts (train/expert_placement.hpp), under
-// pipeline parallelism with stage-local layers the data and sequence ranks of the same stage
-// (train/stage_placement.hpp).
+// The placed groups' buckets are summed over the placed replicas instead: under expert
+// parallelism the ranks holding the same experts (train/expert_placement.hpp; their groups stay
+// whole), under pipeline parallelism with stage-local layers the data and sequence ranks of the
+// same stage (train/stage_placement.hpp), among which a sharded run cuts the stage's layers: they
+// are reduced to their owner and all-gathered over those replicas.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -63,6 +64,8 @@ class GradientSync {
   void on_gradient_ready(size_t param_index);
 
   void start(size_t bucket);
+  // The ranks a group, placed or not, is summed (and cut) over; null: this rank alone.
+  Communicator* summed_over(bool placed);
   void retire_oldest_reduce();  // waits for it, then gives back a bucket this rank does not own
 
   static constexpr size_t kReducesInFlight = 2;
@@ -76,7 +79,12 @@ class GradientSync {
   std::vector<size_t> missing_;                       // this step: parameters not yet ready
   std::vector<bool> started_;
   std::vector<std::shared_ptr<const void>> accumulators_;  // keeps the hooks alive
-  std::deque<std::pair<size_t, uint64_t>> reducing_;  // (bucket, ticket) of reduces in flight
+  struct Reducing {
+    size_t bucket;
+    Communicator* over;
+    uint64_t ticket;
+  };
+  std::deque<Reducing> reducing_;  // reduces in flight
   bool armed_ = false;
   size_t started_early_ = 0;
   size_t next_ = 0;  // this step: the first bucket not started (buckets start in order)

@@ -117,6 +117,23 @@ struct Pipeline {
   // other_stages: under pipeline parallelism, the parameters (trainable or frozen) of the layers
   // other stages run, to give back; nullopt (or no function) when every stage holds the whole model.
   using OtherStagesLayers = std::function<std::optional<std::set<std::string>>(ModelInstance&)>;
+  // ZeRO shards over the replica group: every data and sequence rank (dist/device_mesh.hpp),
+  // and a stage's own layers over that stage's part of it; placed experts are already split
+  // (train/expert_placement.hpp).
+  static ShardSpec shard_spec(const RunPlan& c, const RunContext& context, bool stage_layers) {
+    const DeviceMesh mesh = mesh_of(context);
+    ShardSpec spec;
+    spec.mode = shard_mode_from_name(c.distributed.shard);
+    spec.rank = mesh.replica_rank();
+    spec.world_size = mesh.replicas();
+    spec.shard_placed = context.expert_parallel_size <= 1;
+    spec.stage_layers = stage_layers;
+    if (stage_layers) {
+      spec.placed_world_size = mesh.replicas() / mesh.pipeline;
+      spec.placed_rank = mesh.replica_rank() % spec.placed_world_size;
+    }
+    return spec;
+  }
   static bool give_to_other_stages(ModelInstance& model, const OtherStagesLayers& other_stages) {
     const std::optional<std::set<std::string>> names = other_stages ? other_stages(model) : std::nullopt;
     if (names) model.give_to_other_stages(*names);
@@ -132,11 +149,7 @@ struct Pipeline {
         frozen(prepare(model, c, experts_elsewhere)),
         store_frozen(c.checkpoint.frozen == "include"),
         stage_layers(give_to_other_stages(model, other_stages)),
-        // ZeRO shards over the replica group: every data and sequence rank (dist/device_mesh.hpp);
-        // placed experts are already split (train/expert_placement.hpp)
-        flat(dense_params(model.params()),
-             ShardSpec{shard_mode_from_name(c.distributed.shard), mesh_of(context).replica_rank(),
-                       mesh_of(context).replicas(), context.expert_parallel_size <= 1 && !stage_layers, stage_layers}),
+        flat(dense_params(model.params()), shard_spec(c, context, stage_layers)),
         gradient_writes(dense_params(model.params()), flat.resident_gradients()),
         sparse(sparse_params(model.params()), model.component().name, context.sparse_shard_size > 1),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),

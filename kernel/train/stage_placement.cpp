@@ -35,7 +35,7 @@ std::vector<std::string> keys_in_order(const std::vector<ModelParam>& params, bo
 
 std::string why_stages_hold_whole_model(const RunPlan& plan, ModelInstance& model) {
   const DistributedSettings& d = plan.distributed;
-  if (d.shard != "none") return "shard = \"" + d.shard + "\" with stages holding their own layers is not built";
+  if (d.shard == "parameters") return "shard = \"parameters\" with stages holding their own layers is not built";
   if (d.tensor_parallel > 1) return "tensor_parallel > 1 with stages holding their own layers is not built";
   const std::vector<ModelParam> params = dense_params(model.params());
   const bool any_layer = std::any_of(params.begin(), params.end(), [](const ModelParam& p) { return p.unit >= 0; });
@@ -138,7 +138,7 @@ at::Tensor StagePlacement::pieces_of(size_t whole_group, int stage, const LocalS
   for (const Segment& seg : whole_[whole_group].segments) {
     if (seg.stage != stage) continue;
     const auto [group, offset] = local_place(seg.name);
-    const at::Tensor& from = state ? *p_.optimizer.state()[state->index].tensor : buffers.at(static_cast<size_t>(group));
+    const at::Tensor& from = state ? whole_state(state->index) : buffers.at(static_cast<size_t>(group));
     pieces.push_back(from.narrow(0, offset, seg.numel));
   }
   return at::cat(pieces);
@@ -193,6 +193,40 @@ std::map<std::string, at::Tensor> StagePlacement::gather_params(bool with_frozen
   return out;
 }
 
+const at::Tensor& StagePlacement::whole_state(size_t index) const {
+  return index < gathered_.size() && gathered_[index].defined() ? gathered_[index] : *p_.optimizer.state()[index].tensor;
+}
+
+void StagePlacement::gather_sharded_state(Communicator* replicas, Communicator* stage_replicas) {
+  const auto& state = p_.optimizer.state();
+  gathered_.assign(state.size(), at::Tensor());
+  const auto sharded = p_.flat.sharded_groups(), placed = p_.flat.placed_groups();
+  const auto buffers = p_.flat.param_buffers();  // padded to a multiple of the ranks each is cut among
+  const auto whole = p_.flat.whole_params();
+  const auto owned = p_.flat.owned_slices();
+  at::NoGradGuard no_grad;
+  for (const LocalState& st : states_) {
+    if (!sharded[st.group]) continue;
+    Communicator* over = placed[st.group] ? stage_replicas : replicas;
+    const at::Tensor& slice = *state[st.index].tensor;
+    at::Tensor all = at::zeros({buffers[st.group].numel()}, slice.options());
+    all.narrow(0, owned[st.group].start, owned[st.group].length).copy_(slice);
+    if (over) over->allgather_chunks(all);
+    gathered_[st.index] = all.narrow(0, 0, whole[st.group].numel());
+  }
+}
+
+void StagePlacement::save_whole(Snapshot* s, bool sends, Communicator* replicas, Communicator* stage_replicas) {
+  if (p_.flat.sharded()) gather_sharded_state(replicas, stage_replicas);
+  try {
+    if (sends) gather_whole(s);
+  } catch (...) {
+    gathered_.clear();
+    throw;
+  }
+  gathered_.clear();
+}
+
 void StagePlacement::gather_whole(Snapshot* s) {
   // The layers the first stage lacks, as model/<param> (frozen ones when the checkpoint keeps them).
   for (auto& [name, t] : gather_params(p_.store_frozen))
@@ -229,7 +263,7 @@ void StagePlacement::gather_whole(Snapshot* s) {
         const auto [group, offset] = local_place(seg.name);
         if (!own || own->group != static_cast<size_t>(group))
           throw runtime_failure("pipeline: no optimizer state here for " + seg.name);
-        pieces.push_back(state[own->index].tensor->narrow(0, offset, seg.numel));
+        pieces.push_back(whole_state(own->index).narrow(0, offset, seg.numel));
       }
       whole_states[whole_name] = cpu_copy(at::cat(pieces));
     }
@@ -295,8 +329,13 @@ std::string StagePlacement::describe() const {
       if (seg.stage < 0) ++outside;
       if (seg.stage < 0 || seg.stage == pipeline_.rank()) held += seg.numel;
     }
-  return std::to_string(held) + " of " + std::to_string(all) + " trainable parameters (its layers' and " +
-         std::to_string(outside) + " tensor" + (outside == 1 ? "" : "s") + " outside layers)";
+  std::string out = std::to_string(held) + " of " + std::to_string(all) + " trainable parameters (its layers' and " +
+                    std::to_string(outside) + " tensor" + (outside == 1 ? "" : "s") + " outside layers)";
+  if (!p_.flat.sharded()) return out;
+  int64_t updated = 0;  // its slices: the elements its optimizer keeps state for
+  for (const OwnedSlice& slice : p_.flat.owned_slices()) updated += slice.length;
+  return out + ", of which this rank's optimizer updates " + std::to_string(updated) + " (shard = \"" +
+         shard_mode_name(p_.flat.shard().mode) + "\")";
 }
 
 }  // namespace loom

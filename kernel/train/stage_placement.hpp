@@ -8,11 +8,16 @@
 // The layers' parameters fill the flat buffers' placed groups (train/flat_params.hpp, ShardSpec::
 // stage_layers): their gradients are summed over the stage's replicas, what lies outside layers
 // over the replica group spanning the stages (the stages that do not use it add zeros), and the
-// gradient norm adds the placed groups' squares over the pipeline (train/grad_sync.hpp).
+// gradient norm adds the placed groups' squares over the pipeline (train/grad_sync.hpp). ZeRO
+// ([distributed] shard = "optimizer" or "gradients") cuts what lies outside layers among the
+// replica group and a stage's layers among that stage's replicas (ShardSpec::placed_world_size),
+// so a rank keeps optimizer state (and, reducing to owners, gradients) for 1/(data x sequence) of
+// its stage's layers.
 //
 // Checkpoints keep one process's layout, so that a run resumes at any P or layout: at a save the
 // first stage receives every other stage's layers, with the elementwise optimizer state that
-// follows them, and writes model/<param> and optimizer/<state> as one process does. One process
+// follows them (a sharded run gathers each state whole over its ranks first, for the moment of the
+// save), and writes model/<param> and optimizer/<state> as one process does. One process
 // has no placed groups: a placed group's state is saved under the name the optimizer gave the
 // same place in the other group of its dtype and device (which one process's layout continues).
 // At a resume each stage cuts its own share out of the whole.
@@ -48,10 +53,13 @@ class StagePlacement {
   // does not line up between the placed groups and the others.
   StagePlacement(Pipeline& p, Communicator& pipeline, std::vector<int> stage_of_layer);
 
-  // Every rank of the pipeline calls it in step at a save: the first stage's s (its own
-  // capture) then holds every layer's model/<param> and the optimizer's elementwise state in one
-  // process's layout; the others pass null and send their share.
-  void gather_whole(Snapshot* s);
+  // Every rank of the replica group calls it in step at a save. A sharded run's elementwise
+  // optimizer states are first gathered whole (over replicas for what lies outside layers, over
+  // stage_replicas for the stage's layers: null where a rank is alone); then the first replica of
+  // each stage (sends) sends its layers and their state to the first stage, whose s (world rank
+  // 0's own capture; null elsewhere) ends up holding every layer's model/<param> and the
+  // optimizer's elementwise state in one process's layout.
+  void save_whole(Snapshot* s, bool sends, Communicator* replicas, Communicator* stage_replicas);
   // The weights of every layer the first stage does not run (frozen ones too, unless
   // with_frozen is false), by name, on the first stage (empty on the others): with its own, the
   // whole model ([export]). Every rank of the pipeline calls it with the same with_frozen.
@@ -59,7 +67,8 @@ class StagePlacement {
   // A whole checkpoint (one process's layout) as this stage holds it (no collective). Throws a
   // runtime Failure naming origin when its tensors do not fit the model.
   LoadedCheckpoint cut(LoadedCheckpoint whole, const std::string& origin) const;
-  // "12345 of 40960 trainable parameters (its layers' and 3 tensors outside layers)"
+  // "12345 of 40960 trainable parameters (its layers' and 3 tensors outside layers)", and in a
+  // sharded run ", of which this rank's optimizer updates 6200 (shard = "gradients")"
   std::string describe() const;
 
  private:
@@ -80,6 +89,14 @@ class StagePlacement {
     size_t whole_group = 0;
     std::string whole_name;          // its name in one process's layout
   };
+  // The first stage's s receives the other stages' layers and states (the others pass null and
+  // send theirs); every rank of the pipeline calls it in step.
+  void gather_whole(Snapshot* s);
+  // A sharded run's elementwise states of this stage's groups, each gathered whole into
+  // gathered_ (collectives over the ranks each group is cut among).
+  void gather_sharded_state(Communicator* replicas, Communicator* stage_replicas);
+  // An elementwise state over its whole local group: gathered_ or the optimizer's own tensor.
+  const at::Tensor& whole_state(size_t index) const;
   // This stage's values of the whole group's segments held by `stage` (concatenated in one
   // process's order): the parameters (state null) or an elementwise state.
   at::Tensor pieces_of(size_t whole_group, int stage, const LocalState* state) const;
@@ -100,6 +117,7 @@ class StagePlacement {
   std::vector<LocalState> states_;
   std::vector<std::vector<std::string>> whole_state_names_;  // per whole group: its elementwise states' names
   std::vector<Segment> frozen_layers_;  // frozen layer weights ([lora], [model] freeze), in registration order
+  std::vector<at::Tensor> gathered_;     // per optimizer state: whole, while a sharded run saves
 };
 
 }  // namespace loom

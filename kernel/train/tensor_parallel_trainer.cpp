@@ -23,7 +23,7 @@ std::set<std::string> TensorParallel::whole_params(const std::vector<ModelParam>
 at::Tensor TensorParallel::grad_norm_from(const at::Tensor& all, const at::Tensor& whole) {
   at::Tensor squares = (all - whole * (1.0 - 1.0 / mesh_.tensor)).reshape({1});
   tensor_.allreduce_sum(squares);
-  return squares.reshape({}).sqrt();
+  return squares.reshape({}).sqrt().to(at::kFloat);
 }
 
 }  // namespace loom

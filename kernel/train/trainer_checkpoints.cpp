@@ -105,7 +105,15 @@ void Trainer::save() {
     data_states = std::move(per_data_rank);
   }
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(1e3 * plan_.distributed.timeout_s));
-  if (comm_ && p_->flat.sharded()) {
+  if (stage_placement_) {
+    // One process's checkpoint, written by world rank 0: the first replica of every stage sends
+    // it its layers (a sharded run first gathers each stage's optimizer state whole).
+    std::optional<Snapshot> snapshot;
+    if (rank() == 0) snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
+    stage_placement_->save_whole(snapshot ? &*snapshot : nullptr, mesh_.data_rank() == 0 && mesh_.sequence_rank() == 0,
+                                 comm_.get(), mesh_groups_->stage_replicas());
+    if (snapshot) checkpoints_->save(std::move(*snapshot));
+  } else if (comm_ && p_->flat.sharded()) {
     Snapshot part = capture_shard_part(*p_, progress_, data_states, plan_.resolved_manifest);
     if (experts_) experts_->gather_part(part, mesh_.rank == 0);
     Communicator* group = comm_.get();
@@ -124,13 +132,9 @@ void Trainer::save() {
     if (rank() == 0) part = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
     make_table_row_part(part, *p_, *world());
     checkpoints_->save_part(std::move(part), *world(), timeout);
-  } else if (stage_placement_ && mesh_.pipeline_rank() > 0) {
-    // the first replica of every stage sends its layers to world rank 0
-    if (mesh_.data_rank() == 0 && mesh_.sequence_rank() == 0) stage_placement_->gather_whole(nullptr);
   } else if (rank() == 0 || (experts_ && mesh_.rank < plan_.distributed.expert_parallel)) {
     // under tensor or expert parallelism, rank 0's whole group puts its pieces together
     Snapshot snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
-    if (stage_placement_) stage_placement_->gather_whole(&snapshot);
     if (tensor_parallel_) gather_whole_tensors(snapshot, *p_, tensor_parallel_->group());
     if (experts_) experts_->gather_whole(snapshot);
     if (rank() == 0 && (!tensor_parallel_ || tensor_parallel_->mesh().tensor_rank() == 0)) checkpoints_->save(std::move(snapshot));

@@ -2,9 +2,10 @@
 // grouped-query llama of 8 layers cut into 2 and 4 stages, with GPipe, 1F1B and interleaved 1F1B,
 // and one of 2 layers with tensor and data parallelism (a 2 x 2 x 2 mesh) or with rows cut over
 // a context (ring) or sequence (Ulysses) group in each stage, trains to one process's losses and
-// gradient norms over 4 micro-batches a step; gpt and a Qwen3 folder (hf_causal_lm) too; one
-// step changes every weight as one process does; evaluation; checkpoints resume exactly on their
-// layout and within 1e-5 at any other P; what is not built is refused in one line.
+// gradient norms over 4 micro-batches a step, with ZeRO-1 and 2 cutting each stage's layers among
+// its replicas; gpt and a Qwen3 folder (hf_causal_lm) too; one
+// step changes every weight as one process does; evaluation; checkpoints resume bit for bit at
+// any P; what is not built is refused in one line.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
@@ -53,8 +54,9 @@ void check_bubbles_logged(const fs::path& run) {
 // What each stage's log says it holds ("pipeline: this stage holds H of A trainable parameters
 // (its layers' and N tensors outside layers)"): every stage holds what lies outside layers and
 // its own layers only, so the stages' holdings less the repeated ones add up to the model.
-// ranks_per_stage: the data replicas of a stage (its first's log is read).
-void check_stages_hold_their_layers(const fs::path& run, int stages, int ranks_per_stage = 1) {
+// ranks_per_stage: the data replicas of a stage (its first's log is read). Returns what the first
+// stage holds and how much of it lies outside layers.
+std::pair<int64_t, int64_t> check_stages_hold_their_layers(const fs::path& run, int stages, int ranks_per_stage = 1) {
   int64_t held_sum = 0, all = -1, outside_elements = -1;
   std::vector<int64_t> held;
   for (int r = 0; r < stages; ++r) {
@@ -78,18 +80,17 @@ void check_stages_hold_their_layers(const fs::path& run, int stages, int ranks_p
   CHECK((held_sum - all) % (stages - 1) == 0);
   CHECK(outside_elements >= 0);  // none under LoRA: only adapters train, all in layers
   for (const int64_t h : held) CHECK(h > outside_elements);  // each stage holds layers of its own
+  return {held.front(), outside_elements};
 }
 
-// 8 layers over stages: the gradients are one process's bit for bit, but the norm adds each
-// stage's squares in another order than one process (within 1e-7), and clipping (run.
-// clip_grad_norm 1.0) scales every update by it: AdamW over 8 layers amplifies that to 1e-6 in
-// the losses and 7e-4 in the norms of the last of 20 steps (measured). The first norm is the
-// same weights' and batch's.
+// 8 layers over stages: the gradients are one process's bit for bit, and the norm's squares,
+// added in another order, are summed in double, so clipping (run.clip_grad_norm 1.0) scales by
+// one process's fp32 norm: every loss and norm of 20 AdamW steps is one process's to the bit.
+// (Summed in fp32, the norms differed by 1e-7 at the first step, and AdamW over 8 layers
+// amplified that to 1e-4 in the losses and 4% in the norms by the 20th, measured.)
 void check_same_clipped_run(const Logged& one, const Logged& run) {
-  check_close(one.loss, run.loss, 1e-5);
-  REQUIRE(run.grad_norm.size() == one.grad_norm.size());
-  CHECK(std::abs(run.grad_norm[0] - one.grad_norm[0]) <= 1e-6 * one.grad_norm[0]);
-  check_close(one.grad_norm, run.grad_norm, 2e-3);
+  CHECK(run.loss == one.loss);
+  CHECK(run.grad_norm == one.grad_norm);
 }
 
 std::string schedule(const std::string& name, int chunks = 1) {
@@ -104,7 +105,7 @@ TEST_CASE("2 and 4 stages with GPipe, 1F1B and interleaved 1F1B, each holding it
   const std::string m = manifest(dir, kLlama8);
   const Logged one = train_micro(m, "w1", {1});
   // Each layer's gradient comes from one stage, the others add exact zeros to what every stage
-  // holds: the same gradients, bit for bit (unclipped runs below: the same losses).
+  // holds: the same gradients, norms and updates, bit for bit.
   const auto same_bits = [&](const Logged& run) { check_same_clipped_run(one, run); };
   same_bits(train_micro(m, "p2-gpipe", stages_of(2, 2), schedule("gpipe")));
   check_stages_hold_their_layers(dir / "p2-gpipe", 2);
@@ -121,13 +122,9 @@ TEST_CASE("2 and 4 stages with GPipe, 1F1B and interleaved 1F1B, each holding it
   same_bits(train_micro(m, "p4-1f1b", stages_of(4, 4), schedule("1f1b")));
   same_bits(train_micro(m, "p4-interleaved", stages_of(4, 4), schedule("interleaved_1f1b", 2)));
   check_stages_hold_their_layers(dir / "p4-interleaved", 4);
-  // Without clipping every step's update is one process's to the bit.
-  const std::string no_clip = " --set run.clip_grad_norm=0";
-  const Logged unclipped = train_micro(m, "w1-no-clip", {1}, no_clip);
-  CHECK(train_micro(m, "p4-no-clip", stages_of(4, 4), no_clip).loss == unclipped.loss);
 }
 
-TEST_CASE("pipeline x tensor x data = 2 x 2 x 2, and stages with recomputed layers, give one process's run") {
+TEST_CASE("pipeline x tensor x data = 2 x 2 x 2, pipeline x data = 2 x 2 with ZeRO-1 and 2, and stages with recomputed layers, give one process's run") {
   // 2 layers, one a stage: 8 layers under AdamW magnify the rounding of sums split over tensor
   // and data ranks (with or without stages: measured 6e-4 either way) past the 1e-5 tolerance.
   const fs::path dir = loom_test::tmp_dir("pp-mesh");
@@ -135,11 +132,29 @@ TEST_CASE("pipeline x tensor x data = 2 x 2 x 2, and stages with recomputed laye
   const Logged one = train_micro(m, "w1", {1});
   check_same_run(one, train_micro(m, "p2t2d2", stages_of(8, 2, 2), " --set distributed.shard=gradients"));
   CHECK(loom_test::contains(loom_test::read_file(dir / "p2t2d2" / "logs" / "rank-0.log"),
-                            "pipeline: every stage holds the whole model: shard = \"gradients\" with stages holding "
+                            "pipeline: every stage holds the whole model: tensor_parallel > 1 with stages holding "
                             "their own layers is not built"));
   // Two data replicas a stage: a stage's layers summed over its replicas, the rest over all four.
   check_same_run(one, train_micro(m, "p2d2", stages_of(4, 2)));
   check_stages_hold_their_layers(dir / "p2d2", 2, 2);
+  // ZeRO-1 and ZeRO-2 cut a stage's layers among its 2 replicas and the rest among all 4: the
+  // first stage's second rank updates half its layers and a quarter of the rest. A checkpoint
+  // gathers one process's layout and resumes bit for bit on its layout, within 1e-5 in one process.
+  for (const std::string zero : {"optimizer", "gradients"}) {
+    CAPTURE(zero);
+    const std::string name = "p2d2-" + zero, every10 = " --set checkpoint.every=10 --set distributed.shard=" + zero;
+    const Logged run = train_micro(m, name, stages_of(4, 2), every10);
+    check_same_run(one, run);
+    const auto [held, outside] = check_stages_hold_their_layers(dir / name, 2, 2);
+    const std::string log = loom_test::read_file(dir / name / "logs" / "rank-1.log"), updates = "this rank's optimizer updates ";
+    const size_t at = log.find(updates);
+    REQUIRE_MESSAGE(at != std::string::npos, log);
+    const int64_t updated = std::stoll(log.substr(at + updates.size()));
+    CHECK(std::abs(updated - ((held - outside) / 2 + outside / 4)) <= 4);  // give or take the padding
+    const std::string again = " --set run.grad_accum=2 --set distributed.shard=" + zero;
+    CHECK(resumed_losses(m, name + "-again", stages_of(4, 2), name, again, 2) == after_step_10(run));
+    check_close(after_step_10(one), resumed_losses(m, name + "-in-one", {1}, name, " --set run.grad_accum=4", 1), 1e-5);
+  }
   check_same_run(one, train_micro(m, "p2-recompute", stages_of(2, 2), " --set model.activation_checkpointing=full"));
 }
 
@@ -194,7 +209,7 @@ TEST_CASE("one SGD step over 2 stages changes every weight as one process does: 
   check_one_step_changes(m, stages_of(2, 2), "model/model.layers.0.self_attn.k_proj.weight");
 }
 
-TEST_CASE("a pipeline checkpoint resumes bit for bit on its layout and within 1e-5 at any other P; evaluation is one process's") {
+TEST_CASE("a pipeline checkpoint resumes bit for bit on its layout and at any other P; evaluation is one process's") {
   const fs::path dir = loom_test::tmp_dir("pp-checkpoints");
   const std::string m = manifest(dir, kLlama8);
   std::ofstream(m, std::ios::app) << kEvalEvery10;
@@ -214,9 +229,10 @@ TEST_CASE("a pipeline checkpoint resumes bit for bit on its layout and within 1e
   const auto saved = loom_dist_test::checkpoint_tensors(dir / "u2" / "checkpoints" / "step-10");
   CHECK(saved.count("data/rank0") == 1);
   CHECK(saved.count("data/rank1") == 0);
-  check_close(last(one), resumed("r1-from-2", {1}, "u2"), 1e-5);
-  check_close(last(one), resumed("r2-from-1", stages_of(2, 2), "u1"), 1e-5);
-  check_close(last(one), resumed("r4-from-2", stages_of(4, 4), "u2"), 1e-5);
+  // One process's layout in the checkpoint, one process's sums: bit for bit at any other P too.
+  CHECK(resumed("r1-from-2", {1}, "u2") == last(one));
+  CHECK(resumed("r2-from-1", stages_of(2, 2), "u1") == last(one));
+  CHECK(resumed("r4-from-2", stages_of(4, 4), "u2") == last(one));
 }
 
 TEST_CASE("what pipeline parallelism cannot do is refused in one line, with exit code 2") {

@@ -124,6 +124,31 @@ TEST_CASE("stage layers: a stage's layer parameters fill placed groups after the
   CHECK(flat.owned_grad_square_sum(true).item<double>() == doctest::Approx(4 * 4 + 9 * 3));
 }
 
+TEST_CASE("stage layers, sharded: the layers are cut among the stage's replicas, the rest among all ranks") {
+  // Rank 3 of 4 in the replica group, the second of its stage's 2 replicas (ZeRO-2).
+  at::Tensor embed = at::randn({2, 5}).requires_grad_(true);   // outside layers: 10 elements over 4 ranks
+  at::Tensor layer0 = at::randn({7}).requires_grad_(true);     // the stage's layer: 7 over 2 ranks
+  std::vector<ModelParam> params = {{"embed", &embed, 0}, {"l0", &layer0, 0, 0}};
+  ShardSpec spec{ShardMode::gradients, 3, 4};
+  spec.stage_layers = true;
+  spec.placed_rank = 1;
+  spec.placed_world_size = 2;
+  FlatParams flat(params, spec);
+  REQUIRE(flat.placed_groups() == std::vector<bool>{false, true});
+  CHECK(flat.sharded_groups() == std::vector<bool>{true, true});
+  CHECK(flat.sharing_ranks() == std::vector<int>{4, 2});
+  const auto owned = flat.owned_slices();
+  CHECK(owned[0].start == 9);  // chunks of 3: 0, 3, 6, 9 (one element left for the last rank)
+  CHECK(owned[0].length == 1);
+  CHECK(owned[1].start == 4);  // chunks of 4: 0, 4
+  CHECK(owned[1].length == 3);
+  // Each group's buckets end at its own slice edges, owned by a rank among its own ranks.
+  std::vector<int> placed_owners, other_owners;
+  for (const auto& bucket : flat.grad_buckets(1 << 20)) (bucket.placed ? placed_owners : other_owners).push_back(bucket.owner);
+  CHECK(placed_owners == std::vector<int>{0, 1});
+  CHECK(other_owners == std::vector<int>{0, 1, 2, 3});
+}
+
 TEST_CASE("the gradient norm of a million elements is the double-precision norm's within 1e-7") {
   // LibTorch's CPU norm of a float tensor drifts by 4e-5 here; clipping scales every update by it.
   at::manual_seed(0);

@@ -27,6 +27,7 @@ struct SampleRng {
 
 constexpr uint64_t kMul = 37, kAdd = 11;  // A odd, C odd: a full-period rule when V = 2^n
 constexpr char kMagic[8] = {'L', 'O', 'O', 'M', 'S', 'Y', 'N', '1'};
+constexpr char kMagic2[8] = {'L', 'O', 'O', 'M', 'S', 'Y', 'N', '2'};
 constexpr int64_t kMaxVocab = int64_t(1) << 32;  // keeps x * A far from uint64 overflow
 
 class Synthetic final : public loom::Dataset {
@@ -80,21 +81,39 @@ class Synthetic final : public loom::Dataset {
             loom::dlpack_int64(std::move(targets), {B_, T_})};
   }
 
-  // State: "LOOMSYN1" then the number of batches produced, uint64 little-endian.
+  // State: "LOOMSYN2" then the samples every rank together has drawn (uint64 little-endian), so
+  // that a resume at another world size or batch size draws the next ones, as an uninterrupted
+  // run would, and never one already seen. "LOOMSYN1" records (batches produced by this rank,
+  // before 2026-12) still load, as they always did, in the world that wrote them.
   std::string save_state() const override {
-    std::string s(kMagic, sizeof kMagic);
-    for (int i = 0; i < 8; ++i) s.push_back(char((batches_ >> (8 * i)) & 0xFF));
+    const uint64_t samples = batches_ * uint64_t(world_) * uint64_t(B_);
+    std::string s(kMagic2, sizeof kMagic2);
+    for (int i = 0; i < 8; ++i) s.push_back(char((samples >> (8 * i)) & 0xFF));
     return s;
   }
 
   void load_state(const std::string& s) override {
-    if (s.size() != 16 || std::memcmp(s.data(), kMagic, sizeof kMagic) != 0)
-      throw loom::Error("synthetic: dataset state is not a LOOMSYN1 record (" + std::to_string(s.size()) +
+    const bool v1 = s.size() == 16 && std::memcmp(s.data(), kMagic, sizeof kMagic) == 0;
+    const bool v2 = s.size() == 16 && std::memcmp(s.data(), kMagic2, sizeof kMagic2) == 0;
+    if (!v1 && !v2)
+      throw loom::Error("synthetic: dataset state is not a LOOMSYN2 record (" + std::to_string(s.size()) +
                         " bytes, expected 16); the checkpoint was written by another dataset or version. "
                         "Resume with the dataset that wrote it, or start a fresh run");
     uint64_t n = 0;
     for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<unsigned char>(s[size_t(8 + i)])) << (8 * i);
-    batches_ = n;
+    if (v1) {
+      batches_ = n;
+      return;
+    }
+    // The host lets a resume change the world and batch sizes only where the global batch stays
+    // the same, which divides n; another caller could still ask for a split that does not.
+    const uint64_t per_round = uint64_t(world_) * uint64_t(B_);  // samples the ranks draw per batch
+    if (n % per_round != 0)
+      throw loom::Error("synthetic: the checkpoint's ranks drew " + std::to_string(n) + " samples, which " +
+                        std::to_string(world_) + " ranks of batch_size " + std::to_string(B_) +
+                        " cannot continue without skipping or repeating some; resume with a world size and batch "
+                        "size whose product divides it");
+    batches_ = n / per_round;
   }
 
  private:
