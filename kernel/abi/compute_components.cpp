@@ -21,14 +21,21 @@ std::vector<ModelParam> ModelInstance::params() {
     if (view.name == nullptr || view.tensor == nullptr)
       throw runtime_failure(where() + ": parameter " + std::to_string(i) + " has no name or tensor");
     const at::Tensor& t = tensor(view.tensor);
-    if (view.split_dim < -1 || (t.defined() && view.split_dim >= t.dim()))
+    // A layer another pipeline stage runs is checked against the shape it had here.
+    const auto given_back = elsewhere_.find(view.name);
+    const std::vector<int64_t> shape =
+        given_back != elsewhere_.end() ? given_back->second : (t.defined() ? t.sizes().vec() : std::vector<int64_t>{});
+    const auto dims = static_cast<int32_t>(shape.size());
+    const bool known = t.defined() || given_back != elsewhere_.end();
+    if (view.split_dim < -1 || (known && view.split_dim >= dims))
       throw runtime_failure(where() + ": parameter " + view.name + " says it is split along dimension " +
-                            std::to_string(view.split_dim) + " of a tensor with " + std::to_string(t.dim()));
-    if (view.split_blocks < 1 || (t.defined() && view.split_dim >= 0 && t.size(view.split_dim) % view.split_blocks != 0))
+                            std::to_string(view.split_dim) + " of a tensor with " + std::to_string(dims));
+    if (view.split_blocks < 1 ||
+        (known && view.split_dim >= 0 && shape[static_cast<size_t>(view.split_dim)] % view.split_blocks != 0))
       throw runtime_failure(where() + ": parameter " + view.name + " says its split dimension holds " +
                             std::to_string(view.split_blocks) + " blocks, which do not divide it");
     out.push_back({view.name, &tensor(view.tensor), view.flags, view.unit, frozen_.count(view.name) > 0,
-                   {view.split_dim, view.split_dim >= 0 ? view.split_blocks : 1}, elsewhere_.count(view.name) > 0});
+                   {view.split_dim, view.split_dim >= 0 ? view.split_blocks : 1}, given_back != elsewhere_.end()});
   }
   return out;
 }

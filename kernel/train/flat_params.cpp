@@ -188,10 +188,10 @@ at::Tensor FlatParams::used_grads(const Group& g) const {
 
 at::Tensor FlatParams::owned_grad_square_sum() const { return square_sum(resident_gradients()); }
 
-at::Tensor FlatParams::owned_grad_square_sum(bool placed) const {
+at::Tensor FlatParams::owned_grad_square_sum(std::optional<bool> placed) const {
   std::vector<at::Tensor> parts;
   for (const auto& g : groups_)
-    if (g->placed == placed) parts.push_back(used_grads(*g));
+    if (!placed || g->placed == *placed) parts.push_back(used_grads(*g));
   if (parts.empty() && !groups_.empty())
     return at::zeros({}, square_options(groups_.front()->grads.device()));
   return square_sum(parts);
@@ -209,11 +209,12 @@ std::vector<bool> FlatParams::sharded_groups() const {
   return out;
 }
 
-at::Tensor FlatParams::owned_grad_square_sum(const std::set<std::string>& names) const {
+at::Tensor FlatParams::owned_grad_square_sum(const std::set<std::string>& names, std::optional<bool> placed) const {
   if (groups_.empty()) return at::zeros({}, square_options(at::kCPU));
   const at::Device device = groups_.front()->grads.device();
   std::vector<at::Tensor> sums{at::zeros({}, square_options(device))};
   for (const auto& g : groups_) {
+    if (placed && g->placed != *placed) continue;
     const OwnedSlice used = g->sharded && reduces_to_owner() ? g->owned : OwnedSlice{0, g->numel};
     for (const Segment& s : g->whole) {
       if (!names.count(s.name)) continue;

@@ -19,6 +19,7 @@
 #include <loom/abi.h>
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -85,8 +86,9 @@ class FlatParams {
   // on the CPU (so that the order in which a layout adds them leaves the fp32 norm as it is), in
   // fp32 on CUDA.
   at::Tensor owned_grad_square_sum() const;
-  // The part of it that belongs to the named parameters (tensor parallelism: those held whole).
-  at::Tensor owned_grad_square_sum(const std::set<std::string>& names) const;
+  // The part of it that belongs to the named parameters (tensor parallelism: those held whole),
+  // of the placed groups or of the others when placed is given.
+  at::Tensor owned_grad_square_sum(const std::set<std::string>& names, std::optional<bool> placed = std::nullopt) const;
   // Multiplies the gradients the optimizer will use by a one-element tensor (no host sync).
   void scale_grads(const at::Tensor& factor);
 
@@ -118,7 +120,7 @@ class FlatParams {
   std::vector<int> sharing_ranks() const;
   // The sums of squares of the gradients the optimizer will use, of the placed groups or of the
   // others, as above.
-  at::Tensor owned_grad_square_sum(bool placed) const;
+  at::Tensor owned_grad_square_sum(std::optional<bool> placed) const;
 
   // Per group (in abi() order): the whole parameter buffer, padding excluded.
   std::vector<at::Tensor> whole_params() const;
@@ -130,7 +132,7 @@ class FlatParams {
     int64_t offset, numel;
     std::vector<int64_t> shape;
   };
-  std::vector<std::vector<SegmentInfo>> segment_tables() const;
+  std::vector<std::vector<SegmentInfo>> segment_tables() const;  // SegmentTables, below
 
  private:
   struct Segment {
@@ -161,5 +163,8 @@ class FlatParams {
   std::vector<const loom_param_group*> group_pointers_;
   loom_param_groups abi_groups_{};
 };
+
+// Per group, its segments (FlatParams::segment_tables).
+using SegmentTables = std::vector<std::vector<FlatParams::SegmentInfo>>;
 
 }  // namespace loom

@@ -123,23 +123,31 @@ void GradientSync::gather_params() {
   }
 }
 
-at::Tensor GradientSync::grad_norm() {
-  if (placed_group_) {  // each rank of the group holds other experts or layers: their squares add up
-    at::Tensor dense = flat_.owned_grad_square_sum(false);
-    if (flat_.reduces_to_owner()) comm_.allreduce_sum(dense);
-    at::Tensor placed = flat_.owned_grad_square_sum(true);
-    // Cut among a stage's replicas, each holds the reduced sum of its slice only (experts' stay whole).
-    const std::vector<bool> sharded = flat_.sharded_groups(), is_placed = flat_.placed_groups();
-    bool placed_cut = false;
-    for (size_t g = 0; g < sharded.size(); ++g) placed_cut = placed_cut || (sharded[g] && is_placed[g]);
-    if (flat_.reduces_to_owner() && placed_cut && placed_replicas_) placed_replicas_->allreduce_sum(placed);
-    placed_group_->allreduce_sum(placed);
-    return (dense + placed.to(dense.device())).sqrt().to(at::kFloat);
+at::Tensor GradientSync::square_sums(const std::set<std::string>& named) {
+  const auto sums = [&](std::optional<bool> placed) {
+    return at::stack({flat_.owned_grad_square_sum(placed), flat_.owned_grad_square_sum(named, placed)});
+  };
+  if (!placed_group_) {
+    at::Tensor all = sums(std::nullopt);
+    if (flat_.reduces_to_owner()) comm_.allreduce_sum(all);  // each rank holds the sum of its slices only
+    return all;
   }
-  if (!flat_.reduces_to_owner()) return flat_.grad_norm();
-  at::Tensor squares = flat_.owned_grad_square_sum();
-  comm_.allreduce_sum(squares);
-  return squares.sqrt().to(at::kFloat);
+  // Each rank of the placed group holds other experts or layers: their squares add up.
+  at::Tensor dense = sums(false);
+  if (flat_.reduces_to_owner()) comm_.allreduce_sum(dense);
+  at::Tensor placed = sums(true);
+  // Cut among a stage's replicas, each holds the reduced sum of its slice only (experts' stay whole).
+  const std::vector<bool> sharded = flat_.sharded_groups(), is_placed = flat_.placed_groups();
+  bool placed_cut = false;
+  for (size_t g = 0; g < sharded.size(); ++g) placed_cut = placed_cut || (sharded[g] && is_placed[g]);
+  if (flat_.reduces_to_owner() && placed_cut && placed_replicas_) placed_replicas_->allreduce_sum(placed);
+  placed_group_->allreduce_sum(placed);
+  return dense + placed.to(dense.device());
+}
+
+at::Tensor GradientSync::grad_norm() {
+  if (!placed_group_ && !flat_.reduces_to_owner()) return flat_.grad_norm();
+  return square_sums({})[0].sqrt().to(at::kFloat);
 }
 
 }  // namespace loom

@@ -24,6 +24,9 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "dist/communicator.hpp"
@@ -59,6 +62,10 @@ class GradientSync {
   // reduced values of its slice only, so the squares are summed across ranks; those of the
   // placed groups over the placed group.
   at::Tensor grad_norm();
+  // [the squares of every gradient the optimizer will use, those of the named parameters'],
+  // summed over the ranks holding other parts of them (tensor parallelism: named are those held
+  // whole, whose squares every tensor rank has).
+  at::Tensor square_sums(const std::set<std::string>& named);
 
  private:
   void on_gradient_ready(size_t param_index);

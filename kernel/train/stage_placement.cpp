@@ -36,8 +36,12 @@ std::vector<std::string> keys_in_order(const std::vector<ModelParam>& params, bo
 std::string why_stages_hold_whole_model(const RunPlan& plan, ModelInstance& model) {
   const DistributedSettings& d = plan.distributed;
   if (d.shard == "parameters") return "shard = \"parameters\" with stages holding their own layers is not built";
-  if (d.tensor_parallel > 1) return "tensor_parallel > 1 with stages holding their own layers is not built";
-  const std::vector<ModelParam> params = dense_params(model.params());
+  const std::vector<ModelParam> all_params = model.params();
+  const bool any_frozen = std::any_of(all_params.begin(), all_params.end(), [](const ModelParam& p) { return p.frozen; });
+  if (d.tensor_parallel > 1 && any_frozen)  // their checksum is of whole weights, gathered over the tensor group
+    return "tensor_parallel > 1 with frozen weights ([lora], [model] freeze) and stages holding their own layers is "
+           "not built";
+  const std::vector<ModelParam> params = dense_params(all_params);
   const bool any_layer = std::any_of(params.begin(), params.end(), [](const ModelParam& p) { return p.unit >= 0; });
   if (!any_layer) return "model " + model.component().name + " declares no parameter's layer (loom_param_view.unit)";
   // The optimizer's groups line up with one process's when what trains outside layers spans its
@@ -319,6 +323,16 @@ LoadedCheckpoint StagePlacement::cut(LoadedCheckpoint whole, const std::string& 
   for (const LocalState& st : states_) whole.tensors.erase(kOptimizer + st.whole_name);
   for (auto& [name, t] : mine) whole.tensors[name] = std::move(t);
   return whole;
+}
+
+SegmentTables StagePlacement::whole_tables() const {
+  SegmentTables out;
+  for (const WholeGroup& g : whole_) {
+    out.emplace_back();
+    int64_t offset = 0;
+    for (const Segment& seg : g.segments) out.back().push_back({seg.name, std::exchange(offset, offset + seg.numel), seg.numel, seg.shape});
+  }
+  return out;
 }
 
 std::string StagePlacement::describe() const {

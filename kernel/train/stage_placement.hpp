@@ -20,7 +20,9 @@
 // save), and writes model/<param> and optimizer/<state> as one process does. One process
 // has no placed groups: a placed group's state is saved under the name the optimizer gave the
 // same place in the other group of its dtype and device (which one process's layout continues).
-// At a resume each stage cuts its own share out of the whole.
+// At a resume each stage cuts its own share out of the whole. Under tensor parallelism all of this
+// happens in each tensor rank's pieces (its own pipeline group), and the first stage's tensor
+// group joins them (train/tensor_parallel_checkpoint.hpp, with whole_tables as the layout).
 #pragma once
 
 #include <map>
@@ -36,7 +38,8 @@
 namespace loom {
 
 // Why the stages of this run hold the whole model rather than their own layers, or "" when they
-// can hold their own: what is not built with it yet (ZeRO sharding, tensor parallelism), or a
+// can hold their own: what is not built with it yet (ZeRO-3, tensor parallelism with frozen
+// weights), or a
 // model whose trainable parameters outside layers do not span every dtype its layers use (the
 // optimizer's groups would then not line up with one process's; none at all is fine when the
 // layers are of one dtype, as LoRA's adapters are).
@@ -67,6 +70,9 @@ class StagePlacement {
   // A whole checkpoint (one process's layout) as this stage holds it (no collective). Throws a
   // runtime Failure naming origin when its tensors do not fit the model.
   LoadedCheckpoint cut(LoadedCheckpoint whole, const std::string& origin) const;
+  // One process's flat groups (in its order, each its segments in its order): the layout of what
+  // save_whole gathers and cut reads, in this rank's tensor pieces under tensor parallelism.
+  SegmentTables whole_tables() const;
   // "12345 of 40960 trainable parameters (its layers' and 3 tensors outside layers)", and in a
   // sharded run ", of which this rank's optimizer updates 6200 (shard = "gradients")"
   std::string describe() const;

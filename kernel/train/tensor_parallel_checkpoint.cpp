@@ -39,10 +39,10 @@ std::map<std::string, size_t> elementwise_states(Pipeline& p) {
 
 }  // namespace
 
-void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group) {
+void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group, const SegmentTables* layout) {
   const auto split = splits_of(p);
   const auto states = elementwise_states(p);
-  const auto tables = p.flat.segment_tables();
+  const SegmentTables tables = layout ? *layout : p.flat.segment_tables();
   const formats::TensorSplit stacked{0, 1};  // flat buffers, one per rank
   for (auto& [name, t] : s.tensors) {
     if (name.rfind(kModel, 0) == 0) {
@@ -58,10 +58,16 @@ void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group) 
   }
 }
 
-std::map<std::string, at::Tensor> gather_split_params(Pipeline& p, Communicator& tensor_group) {
-  std::map<std::string, at::Tensor> out;
-  for (const ModelParam& param : p.model.params())
-    if (param.split.dim >= 0) out[param.name] = gather_whole(param.tensor->detach(), param.split, tensor_group, param.name);
+std::map<std::string, at::Tensor> gather_split_params(Pipeline& p, Communicator& tensor_group,
+                                                      std::map<std::string, at::Tensor> elsewhere) {
+  std::map<std::string, at::Tensor> out = elsewhere;
+  for (const ModelParam& param : p.model.params()) {
+    if (param.split.dim < 0) continue;
+    const auto other = elsewhere.find(param.name);
+    if (param.elsewhere && other == elsewhere.end()) continue;  // a layer this stage neither runs nor received
+    const at::Tensor piece = param.elsewhere ? other->second : param.tensor->detach();
+    out[param.name] = gather_whole(piece, param.split, tensor_group, param.name);
+  }
   return out;
 }
 
@@ -87,10 +93,10 @@ nlohmann::json tensor_parallel_part(Pipeline& p, int tensor_rank, int tensor_siz
 }
 
 LoadedCheckpoint cut_into_pieces(const LoadedCheckpoint& whole, Pipeline& p, int tensor_rank, int tensor_size,
-                                 const std::string& origin) {
+                                 const std::string& origin, const SegmentTables* layout) {
   const auto split = splits_of(p);
   const auto states = elementwise_states(p);
-  const auto tables = p.flat.segment_tables();
+  const SegmentTables tables = layout ? *layout : p.flat.segment_tables();
   const auto piece_of = [&](const at::Tensor& t, const formats::TensorSplit& cut, const std::string& name) {
     if (!formats::splits_evenly(t, cut, tensor_size))
       throw runtime_failure(origin + ": \"" + name + "\" cannot be cut into " + std::to_string(tensor_size) +

@@ -26,7 +26,9 @@ namespace loom {
 
 // Every rank of the tensor group calls it, on snapshots captured alike: model/<name> of split
 // parameters and elementwise optimizer/<state> become whole (the group's pieces in rank order).
-void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group);
+// layout: the flat groups the states follow, when not this rank's own (pipeline stages holding
+// their own layers gather one process's, train/stage_placement.hpp StagePlacement::whole_tables).
+void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group, const SegmentTables* layout = nullptr);
 
 // Under tensor parallelism the frozen weights' checksum (train/frozen_params.hpp), which a
 // checkpoint keeps in their place, is that of the whole weights, as one process computes it:
@@ -38,12 +40,16 @@ void use_whole_frozen_checksum(Pipeline& p, Communicator& tensor_group);
 // "split": {parameter: dimension, or {"dim", "blocks"}}} (checkpoint/tensor_pieces.hpp).
 nlohmann::json tensor_parallel_part(Pipeline& p, int tensor_rank, int tensor_size);
 
-// Every split parameter whole, by name; every rank of the tensor group calls it.
-std::map<std::string, at::Tensor> gather_split_params(Pipeline& p, Communicator& tensor_group);
+// Every split parameter whole, by name; every rank of the tensor group calls it. elsewhere: the
+// pieces of the layers other pipeline stages run, gathered to this one (train/stage_placement.hpp),
+// returned with their split ones made whole.
+std::map<std::string, at::Tensor> gather_split_params(Pipeline& p, Communicator& tensor_group,
+                                                      std::map<std::string, at::Tensor> elsewhere = {});
 
 // The checkpoint as this rank's pieces: the inverse of gather_whole_tensors (no collective).
 // Throws a runtime Failure naming a tensor whose whole size does not fit this run.
+// layout as for gather_whole_tensors.
 LoadedCheckpoint cut_into_pieces(const LoadedCheckpoint& whole, Pipeline& p, int tensor_rank, int tensor_size,
-                                 const std::string& origin);
+                                 const std::string& origin, const SegmentTables* layout = nullptr);
 
 }  // namespace loom

@@ -211,8 +211,8 @@ void Trainer::count_units(const ForwardResult& out, const Batch& b, int64_t toke
 
 at::Tensor Trainer::gradient_norm() {
   if (!tensor_parallel_) return grad_sync_ ? grad_sync_->grad_norm() : p_->flat.grad_norm();
-  at::Tensor sums = at::stack({p_->flat.owned_grad_square_sum(), p_->flat.owned_grad_square_sum(whole_params_)});
-  if (comm_ && p_->flat.reduces_to_owner()) comm_->allreduce_sum(sums);  // each rank owns a slice
+  const at::Tensor sums = grad_sync_ ? grad_sync_->square_sums(whole_params_)
+                                     : at::stack({p_->flat.owned_grad_square_sum(), p_->flat.owned_grad_square_sum(whole_params_)});
   return tensor_parallel_->grad_norm_from(sums[0], sums[1]);
 }
 

@@ -19,9 +19,11 @@ void Trainer::restore(const std::filesystem::path& path, Restore mode) {
   std::optional<RowWindow> rows;  // row-sharded tables: read this rank's rows alone
   if (p_->sparse.row_sharded()) rows = RowWindow{mesh_.rank, mesh_.world_size};
   LoadedCheckpoint loaded = checkpoints_->load(path, rows);
-  if (tensor_parallel_)  // whole tensors in the checkpoint: this rank takes its pieces
+  if (tensor_parallel_) {  // whole tensors in the checkpoint: this rank takes its pieces (of every stage's layers)
+    const std::optional<SegmentTables> layout = whole_layout();
     loaded = cut_into_pieces(loaded, *p_, tensor_parallel_->mesh().tensor_rank(), tensor_parallel_->mesh().tensor,
-                             path.string());
+                             path.string(), layout ? &*layout : nullptr);
+  }
   if (experts_) loaded = experts_->cut(std::move(loaded), path.string());  // every expert there: this rank's
   if (stage_placement_) loaded = stage_placement_->cut(std::move(loaded), path.string());  // this stage's layers
   if (p_->sparse.row_sharded()) cut_table_rows(loaded, *p_, mesh_.rank, mesh_.world_size, path.string());
@@ -107,12 +109,20 @@ void Trainer::save() {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(1e3 * plan_.distributed.timeout_s));
   if (stage_placement_) {
     // One process's checkpoint, written by world rank 0: the first replica of every stage sends
-    // it its layers (a sharded run first gathers each stage's optimizer state whole).
+    // the first stage its layers (a sharded run first gathers each stage's optimizer state
+    // whole); under tensor parallelism each tensor rank's pipeline does, and the first stage's
+    // tensor group then joins the pieces.
+    const bool first_replica = mesh_.data_rank() == 0 && mesh_.sequence_rank() == 0;
     std::optional<Snapshot> snapshot;
-    if (rank() == 0) snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
-    stage_placement_->save_whole(snapshot ? &*snapshot : nullptr, mesh_.data_rank() == 0 && mesh_.sequence_rank() == 0,
-                                 comm_.get(), mesh_groups_->stage_replicas());
-    if (snapshot) checkpoints_->save(std::move(*snapshot));
+    if (first_replica && mesh_.pipeline_rank() == 0)
+      snapshot = capture_snapshot(*p_, progress_, data_states, plan_.resolved_manifest);
+    stage_placement_->save_whole(snapshot ? &*snapshot : nullptr, first_replica, comm_.get(),
+                                 mesh_groups_->stage_replicas());
+    if (snapshot && tensor_parallel_) {
+      const SegmentTables layout = stage_placement_->whole_tables();
+      gather_whole_tensors(*snapshot, *p_, tensor_parallel_->group(), &layout);
+    }
+    if (snapshot && mesh_.rank == 0) checkpoints_->save(std::move(*snapshot));
   } else if (comm_ && p_->flat.sharded()) {
     Snapshot part = capture_shard_part(*p_, progress_, data_states, plan_.resolved_manifest);
     if (experts_) experts_->gather_part(part, mesh_.rank == 0);
@@ -143,11 +153,19 @@ void Trainer::save() {
   fire(LOOM_EVENT_SAVE);
 }
 
+std::optional<SegmentTables> Trainer::whole_layout() const {
+  if (!stage_placement_) return std::nullopt;
+  return stage_placement_->whole_tables();
+}
+
 void Trainer::export_now() {
   if (!tensor_parallel_ && !experts_ && !stage_placement_) return exporter_->write(progress_.step);
-  const auto whole = experts_           ? experts_->gather_params()
-                     : stage_placement_ ? stage_placement_->gather_params()
-                                        : gather_split_params(*p_, tensor_parallel_->group());
+  std::map<std::string, at::Tensor> whole;
+  if (experts_) whole = experts_->gather_params();
+  if (stage_placement_) whole = stage_placement_->gather_params();  // the other stages' layers, on the first
+  // the first stage's tensor group joins the pieces (each tensor rank's pipeline gathered its own)
+  if (tensor_parallel_ && (!stage_placement_ || mesh_.pipeline_rank() == 0))
+    whole = gather_split_params(*p_, tensor_parallel_->group(), std::move(whole));
   if (mesh_.rank == 0) exporter_->write(progress_.step, whole);
   else exporter_->gathered(progress_.step);
 }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "train/events.hpp"
@@ -116,6 +117,8 @@ class Trainer {
   // [export] now: world rank 0 writes RUN/hf/step-N, after its tensor group gathered the split
   // weights (every rank with an exporter calls it at the same steps).
   void export_now();
+  // One process's flat groups, when this rank's are not them (train/stage_placement.hpp).
+  std::optional<SegmentTables> whole_layout() const;
 
   // Ranks act on the union of their requests and signals, so none is left waiting alone.
   void agree(loom_control& requests, bool& signalled, bool& epoch_save, bool& data_ends);
