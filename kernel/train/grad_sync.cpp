@@ -36,6 +36,8 @@ GradientSync::GradientSync(const std::vector<ModelParam>& params, FlatParams& fl
       placed_replicas_(placed_replicas),
       flat_(flat),
       buckets_(flat.grad_buckets(bucket_bytes)) {
+  const std::vector<bool> sharded = flat.sharded_groups(), placed = flat.placed_groups();
+  for (size_t g = 0; g < sharded.size(); ++g) placed_cut_ = placed_cut_ || (sharded[g] && placed[g]);
   bucket_size_.assign(buckets_.size(), 0);
   for (size_t i = 0; i < params.size(); ++i) {
     const at::Tensor& grad = params[i].tensor->grad();
@@ -137,10 +139,7 @@ at::Tensor GradientSync::square_sums(const std::set<std::string>& named) {
   if (flat_.reduces_to_owner()) comm_.allreduce_sum(dense);
   at::Tensor placed = sums(true);
   // Cut among a stage's replicas, each holds the reduced sum of its slice only (experts' stay whole).
-  const std::vector<bool> sharded = flat_.sharded_groups(), is_placed = flat_.placed_groups();
-  bool placed_cut = false;
-  for (size_t g = 0; g < sharded.size(); ++g) placed_cut = placed_cut || (sharded[g] && is_placed[g]);
-  if (flat_.reduces_to_owner() && placed_cut && placed_replicas_) placed_replicas_->allreduce_sum(placed);
+  if (flat_.reduces_to_owner() && placed_cut_ && placed_replicas_) placed_replicas_->allreduce_sum(placed);
   placed_group_->allreduce_sum(placed);
   return dense + placed.to(dense.device());
 }

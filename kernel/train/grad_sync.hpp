@@ -93,6 +93,7 @@ class GradientSync {
   };
   std::deque<Reducing> reducing_;  // reduces in flight
   bool armed_ = false;
+  bool placed_cut_ = false;  // a placed group is cut among its replicas (a stage's layers under ZeRO)
   size_t started_early_ = 0;
   size_t next_ = 0;  // this step: the first bucket not started (buckets start in order)
 };

@@ -300,6 +300,7 @@ LoadedCheckpoint StagePlacement::cut(LoadedCheckpoint whole, const std::string& 
   }
   const auto& state = p_.optimizer.state();
   const auto tables = p_.flat.segment_tables();
+  const SegmentTables whole_layout = whole_tables();
   std::map<std::string, at::Tensor> mine;
   for (const LocalState& st : states_) {
     const auto it = whole.tensors.find(kOptimizer + st.whole_name);
@@ -312,8 +313,7 @@ LoadedCheckpoint StagePlacement::cut(LoadedCheckpoint whole, const std::string& 
                             " parameters in the checkpoint, but " + std::to_string(g.numel) +
                             " in this run; resume with the manifest that wrote it");
     std::map<std::string, int64_t> whole_offset;
-    int64_t offset = 0;
-    for (const Segment& seg : g.segments) whole_offset[seg.name] = std::exchange(offset, offset + seg.numel);
+    for (const auto& seg : whole_layout[st.whole_group]) whole_offset[seg.name] = seg.offset;
     std::vector<at::Tensor> pieces;  // this stage's group, in its own order
     for (const auto& seg : tables.at(st.group))
       pieces.push_back(it->second.narrow(0, whole_offset.at(seg.name), seg.numel));
