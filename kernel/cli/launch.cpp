@@ -216,6 +216,18 @@ int run_elastic(const CommandLine& o, const NodeCount& nodes) {
       std::this_thread::sleep_for(kLook);
     }
     if (interrupted) return ranks.exit_code();
+    if (!end) {
+      // Ranks that ended well may have been stopped with the others' (the run stops every rank
+      // at one step) because another node ended the round between two looks: go with it.
+      try {
+        end = rendezvous.recorded_end(round);
+      } catch (const Failure&) {
+        // The serving node already went: its ranks ended well too.
+      }
+      if (end)
+        std::fprintf(stderr, "launch: round %d ended: %s; this node's ranks stopped with the others\n", round,
+                     end->reason.c_str());
+    }
     if (!end) {  // every rank here ended well
       try {
         rendezvous.finish(round, members.nnodes, serving);

@@ -147,6 +147,15 @@ std::optional<RoundEnd> ElasticRendezvous::ended(int round, int nnodes) {
   return std::nullopt;
 }
 
+std::optional<RoundEnd> ElasticRendezvous::recorded_end(int round) {
+  const std::string ended_key = key(round, "ended");
+  const std::string recorded = ask<std::string>(store_, "watching the round", [ended_key](c10d::Store& s) {
+    return s.check({ended_key}) ? text(s.get(ended_key)) : std::string();
+  });
+  if (recorded.empty()) return std::nullopt;
+  return decode(recorded);
+}
+
 void ElasticRendezvous::finish(int round, int nnodes, bool serving) {
   const std::string finished = key(round, "finished"), ended_key = key(round, "ended");
   int64_t count = ask<int64_t>(store_, "finishing", [finished](c10d::Store& s) { return s.add(finished, 1); });

@@ -61,6 +61,11 @@ class ElasticRendezvous {
   // runtime Failure when the store stops answering.
   std::optional<RoundEnd> ended(int round, int nnodes);
 
+  // What a launcher recorded for `round`, and nothing else: after this node's ranks ended well,
+  // whether they did because another node ended the round (a stop there stops every rank at
+  // the same step), so that this node restarts with the others instead of leaving the job.
+  std::optional<RoundEnd> recorded_end(int round);
+
   // This node's ranks all ended well. The launcher that serves the store (`serving`) then waits
   // until every node of the round said so, or a launcher recorded an end, at most join_timeout:
   // its store must outlive the others' last requests.
