@@ -106,7 +106,12 @@ LoadReport load_weights(const WeightSource& source, const std::vector<std::pair<
                         const LoadRules& rules) {
   LoadReport report;
   std::set<std::string> taken;
-  std::vector<std::pair<const at::Tensor*, std::string>> plan;  // parameter, source name
+  struct Load {
+    const std::string* name;  // the parameter's
+    const at::Tensor* param;
+    std::string found;        // the source's name for it
+  };
+  std::vector<Load> plan;
   for (const auto& [name, param] : params) {
     std::string found = source.has(name) ? name : "";
     for (const std::string& prefix : rules.optional_prefixes)
@@ -125,7 +130,7 @@ LoadReport load_weights(const WeightSource& source, const std::vector<std::pair<
                                   c10::toString(param.scalar_type()));
       continue;
     }
-    plan.emplace_back(&param, found);
+    plan.push_back({&name, &param, found});
   }
   for (const std::string& name : source.names()) {
     if (taken.count(name)) continue;
@@ -137,9 +142,10 @@ LoadReport load_weights(const WeightSource& source, const std::vector<std::pair<
     invalid("the weights in '" + source.where() + "' do not fit the model: " + report.summary() +
             "; fix the folder, or set " + rules.strict_key + " = false to load what matches");
   at::NoGradGuard no_grad;
-  for (const auto& [param, name] : plan) {
-    param->copy_(source.view(name));  // converts dtype and device
-    source.done(name);
+  for (const Load& load : plan) {
+    if (rules.write) rules.write(*load.name, *load.param, source.view(load.found));
+    else load.param->copy_(source.view(load.found));  // converts dtype and device
+    source.done(load.found);
     ++report.loaded;
   }
   return report;

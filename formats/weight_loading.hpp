@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -87,6 +88,8 @@ class TensorPieceSource final : public WeightSource {
   int64_t rank_, size_;
 };
 
+using WriteValue = std::function<void(const std::string& name, const at::Tensor& param, const at::Tensor& value)>;
+
 struct LoadRules {
   bool strict = true;
   std::string strict_key = "strict";  // the option that turns strictness off, for the message
@@ -98,6 +101,9 @@ struct LoadRules {
   std::vector<std::string> ignored_suffixes;
   // Source tensors that other ranks load (experts placed on other ranks): never unexpected.
   std::set<std::string> held_elsewhere;
+  // How a matched value goes into the named parameter (same shape; dtype and device converted).
+  // Empty: param.copy_(value). A rank that keeps only a slice of each parameter writes that.
+  WriteValue write;
 };
 
 struct LoadReport {

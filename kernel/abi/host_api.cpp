@@ -1,5 +1,6 @@
 #include "abi/host_api.hpp"
 #include "abi/tensor_parallel_collective.hpp"
+#include "abi/param_created.hpp"
 #include "abi/unit_boundary.hpp"
 
 #include <spdlog/spdlog.h>
@@ -168,6 +169,7 @@ const loom_host_api* host_api() {
     table.config_has = &config_has;
     table.unit_boundary = &unit_boundary;
     table.tensor_parallel_collective = &tensor_parallel_collective;
+    table.param_created = &param_created;
     return table;
   }();
   return &api;

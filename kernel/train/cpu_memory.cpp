@@ -1,6 +1,15 @@
 #include "train/cpu_memory.hpp"
 
 #include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "base/failure.hpp"
 
 namespace loom {
 
@@ -14,16 +23,23 @@ void keep_freed_cpu_memory() {
 #endif
 }
 
-}  // namespace loom
+void return_free_heap_pages() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 
-#include <sys/mman.h>
-#include <unistd.h>
+int64_t peak_resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  int64_t kib = 0;
+  while (status >> key) {
+    if (key == "VmHWM:" && status >> kib) return kib * 1024;  // the kernel writes "VmHWM:  1234 kB"
+    status.ignore(1 << 12, '\n');
+  }
+  return -1;
+}
 
-#include <cstdint>
-
-#include "base/failure.hpp"
-
-namespace loom {
 
 void release_memory(const at::Tensor& range, bool zeroed) {
   if (range.numel() == 0) return;
@@ -49,6 +65,13 @@ void release_memory(const at::Tensor& range, bool zeroed) {
   at::Tensor all = range;
   if (head > 0) all.narrow(0, 0, head).zero_();
   if (tail_start < all.numel()) all.narrow(0, tail_start, all.numel() - tail_start).zero_();
+}
+
+at::Tensor untouched_cpu_tensor(at::IntArrayRef sizes, at::ScalarType dtype) {
+  const size_t bytes = std::max<size_t>(1, static_cast<size_t>(c10::multiply_integers(sizes)) * c10::elementSize(dtype));
+  void* at = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (at == MAP_FAILED) throw runtime_failure("mapping " + std::to_string(bytes) + " bytes of memory failed");
+  return at::from_blob(at, sizes, [bytes](void* p) { ::munmap(p, bytes); }, at::TensorOptions().dtype(dtype));
 }
 
 }  // namespace loom

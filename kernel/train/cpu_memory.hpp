@@ -2,6 +2,8 @@
 // sharded run gives back the memory under what it does not own.
 #pragma once
 
+#include <cstdint>
+
 namespace loom {
 
 // Tunes glibc malloc so that a training step reuses the memory the previous step freed:
@@ -11,6 +13,16 @@ namespace loom {
 // minor faults, 160 MB, per step for the 6-layer, 384-wide gpt of tools/bench/compare).
 // The cost: the process keeps its peak heap. Safe to call at any time; affects later frees.
 void keep_freed_cpu_memory();
+
+// Returns the whole free pages inside the heap to the OS (glibc's malloc_trim), which
+// keep_freed_cpu_memory's setting otherwise keeps: after a burst of large frees that will not
+// recur, such as a model's initial values dropped one by one while small allocations land in
+// between (so that the holes they leave no longer fit the next value).
+void return_free_heap_pages();
+
+// The most memory this process has had resident so far (Linux: VmHWM of /proc/self/status),
+// in bytes; -1 where the system does not say.
+int64_t peak_resident_bytes();
 
 }  // namespace loom
 
@@ -26,5 +38,10 @@ namespace loom {
 // pages at the ends are zeroed by hand), as a gradient buffer must before backward adds into it.
 // On other devices nothing is given back; zeroed still zeroes the range.
 void release_memory(const at::Tensor& range, bool zeroed);
+
+// A CPU tensor of this shape and dtype in memory of its own (an anonymous mapping, unmapped
+// with the tensor), which holds no page until written: fresh allocator memory may sit on
+// pages that earlier tensors drew in.
+at::Tensor untouched_cpu_tensor(at::IntArrayRef sizes, at::ScalarType dtype);
 
 }  // namespace loom

@@ -64,9 +64,13 @@ std::unique_ptr<Communicator> build_communicator(const RunPlan& plan, const Dist
 std::unique_ptr<GradientSync> build_gradient_sync(const RunPlan& plan, Pipeline& pipeline, Communicator* comm,
                                                   Communicator* placed_group, Communicator* placed_replicas) {
   if (!comm) return nullptr;
-  const std::vector<bool> placed = pipeline.flat.placed_groups();
+  const std::vector<bool> placed = pipeline.flat.placed_groups(), sharded = pipeline.flat.sharded_groups();
+  const bool slices_only = pipeline.flat.shard().mode == ShardMode::parameters;
   std::vector<at::Tensor> buffers = pipeline.flat.param_buffers();
   for (size_t g = 0; g < buffers.size(); ++g) {  // placed groups: the first of their replicas' everywhere
+    // shard = "parameters": a slice's one copy is its owner's (the gathers broadcast it from
+    // there), and the whole buffer is never to be resident (train/sliced_start.hpp).
+    if (slices_only && sharded[g]) continue;
     Communicator* over = placed[g] && placed_group ? placed_replicas : comm;
     if (over) over->broadcast(buffers[g], 0);
   }

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "base/failure.hpp"
+#include "train/cpu_memory.hpp"
 
 namespace loom {
 
@@ -28,7 +29,23 @@ const char* shard_mode_name(ShardMode mode) {
   }
 }
 
-FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) : shard_(shard) {
+namespace {
+
+// A buffer that reads as zeros; on the CPU its pages stay untouched until written.
+at::Tensor lazily_zeroed(int64_t numel, const at::TensorOptions& options) {
+  at::Tensor out = at::empty({numel}, options);
+  release_memory(out, /*zeroed=*/true);
+  return out;
+}
+
+}  // namespace
+
+FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) : FlatParams(params, shard, true) {}
+
+FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, LayoutOnly)
+    : FlatParams(params, shard, false) {}
+
+FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, bool copy_values) : shard_(shard) {
   if (shard_.placed_world_size == 0) shard_.placed_rank = shard_.rank, shard_.placed_world_size = shard_.world_size;
   for (const auto& [rank, ranks] : {std::pair{shard_.rank, shard_.world_size}, std::pair{shard_.placed_rank, shard_.placed_world_size}})
     if (ranks < 1 || rank < 0 || rank >= ranks)
@@ -62,8 +79,8 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) :
     // Padding to a multiple of the world size gives every rank an equal chunk to all-gather.
     const int64_t padded = group->sharded ? (group->numel + world - 1) / world * world : group->numel;
     const at::TensorOptions options = members.front()->tensor->options().requires_grad(false);
-    group->params = at::zeros({padded}, options);
-    group->grads = at::zeros({padded}, options);
+    group->params = copy_values ? at::zeros({padded}, options) : lazily_zeroed(padded, options);
+    group->grads = copy_values ? at::zeros({padded}, options) : lazily_zeroed(padded, options);
     const int64_t chunk = padded / world;
     group->owned = OwnedSlice{0, group->numel};
     if (group->sharded) {
@@ -74,15 +91,17 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) :
     for (const ModelParam* p : members) {
       at::Tensor& param = *p->tensor;
       const int64_t n = param.numel();
-      at::Tensor view = group->params.narrow(0, offset, n).view(param.sizes());
-      view.copy_(param.detach());
-      param.set_data(view);
-      param.mutable_grad() = group->grads.narrow(0, offset, n).view(param.sizes());
       group->whole.push_back({p->name, param.sizes().vec(), loom_param_segment{}});
       loom_param_segment& abi = group->whole.back().abi;
       abi.offset = offset;
       abi.numel = n;
       abi.flags = p->flags;
+      const Place place{group.get(), group->whole.size() - 1};
+      places_[p->name] = place;
+      if (copy_values) {
+        view_of(place).copy_(param.detach());
+        bind(place, param);
+      }
       offset += n;
     }
     build_optimizer_view(*group);
@@ -93,6 +112,73 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) :
   abi_groups_.struct_size = sizeof(loom_param_groups);
   abi_groups_.groups = group_pointers_.data();
   abi_groups_.group_count = group_pointers_.size();
+}
+
+const FlatParams::Place* FlatParams::place_of(const std::string& name, const at::Tensor& param) const {
+  const auto it = places_.find(name);
+  if (it == places_.end()) return nullptr;
+  const Group& g = *it->second.group;
+  const Segment& laid = g.whole[it->second.segment];
+  if (param.sizes().vec() != laid.shape || param.scalar_type() != g.params.scalar_type() ||
+      param.device() != g.params.device())
+    throw runtime_failure("parameter \"" + name + "\" was created as " + param.toString() + " " +
+                          c10::str(param.sizes()) + " on " + param.device().str() + ", but the model's first build made it " +
+                          g.params.toString() + " " + c10::str(at::IntArrayRef(laid.shape)) + " on " +
+                          g.params.device().str() + ": its create must make the same parameters every time");
+  return &it->second;
+}
+
+at::Tensor FlatParams::view_of(const Place& place) const {
+  const Segment& laid = place.group->whole[place.segment];
+  return place.group->params.narrow(0, laid.abi.offset, laid.abi.numel).view(laid.shape);
+}
+
+void FlatParams::bind(const Place& place, at::Tensor& param) const {
+  const Segment& laid = place.group->whole[place.segment];
+  param.set_data(view_of(place));
+  param.mutable_grad() = place.group->grads.narrow(0, laid.abi.offset, laid.abi.numel).view(laid.shape);
+}
+
+bool FlatParams::write_owned(const std::string& name, const at::Tensor& param, const at::Tensor& value) {
+  const Place* place = place_of(name, param);
+  if (!place) return false;
+  at::NoGradGuard no_grad;
+  const Group& g = *place->group;
+  const loom_param_segment& laid = g.whole[place->segment].abi;
+  // Only the part inside the owned slice is written: the rest of the buffer keeps no pages.
+  const int64_t first = std::max(laid.offset, g.owned.start);
+  const int64_t last = std::min(laid.offset + laid.numel, g.owned.start + g.owned.length);
+  if (first < last)
+    g.params.narrow(0, first, last - first).copy_(value.detach().reshape({-1}).narrow(0, first - laid.offset, last - first));
+  return true;
+}
+
+bool FlatParams::adopt(const std::string& name, at::Tensor& param) {
+  if (!write_owned(name, param, param)) return false;
+  bind(places_.at(name), param);
+  return true;
+}
+
+size_t FlatParams::take_over(const std::vector<ModelParam>& params) {
+  at::NoGradGuard no_grad;
+  size_t adopted = 0, count = 0;
+  for (const ModelParam& p : params) {
+    const Place* place = place_of(p.name, *p.tensor);
+    if (!place)
+      throw runtime_failure("parameter \"" + p.name + "\" is not in the layout of the model's first build: its create "
+                            "must make the same parameters every time");
+    ++count;
+    if (p.tensor->data_ptr() == view_of(*place).data_ptr()) {
+      ++adopted;
+      continue;
+    }
+    view_of(*place).copy_(p.tensor->detach());
+    bind(*place, *p.tensor);
+  }
+  if (count != places_.size())
+    throw runtime_failure("the model has " + std::to_string(count) + " parameters where its first build had " +
+                          std::to_string(places_.size()) + ": its create must make the same parameters every time");
+  return adopted;
 }
 
 bool FlatParams::placed_here(const ModelParam& param) const {

@@ -18,6 +18,7 @@
 #include <ATen/ATen.h>
 #include <loom/abi.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -70,8 +71,26 @@ class FlatParams {
   // Rebinds every parameter's storage (set_data) to a view of the flat buffer of its dtype
   // and device, and every gradient to a view of the matching gradient buffer.
   explicit FlatParams(const std::vector<ModelParam>& params, ShardSpec shard = {});
+  // The layout alone (train/sliced_start.hpp): params only give names, shapes, dtypes and
+  // order, and are not rebound; on the CPU no page of the buffers is touched (they read as
+  // zeros). The parameters of the model actually used then come through adopt() and take_over().
+  struct LayoutOnly {};
+  FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, LayoutOnly);
   FlatParams(const FlatParams&) = delete;
   FlatParams& operator=(const FlatParams&) = delete;
+  FlatParams(FlatParams&&) = default;  // the ABI view points into heap blocks that move along
+
+  // A parameter as its model creates it: copies the part of its value inside this rank's slice
+  // into the buffer and rebinds it there (the rest of the value is dropped with the caller's
+  // tensor). False when the layout has no parameter of that name (a sparse table). Throws a
+  // runtime Failure when its shape, dtype or device differ from the layout's.
+  bool adopt(const std::string& name, at::Tensor& param);
+  // A value for the named parameter (its shape; any dtype): writes the part inside this rank's
+  // slice into the buffer, as adopt() does. False when the layout has no such parameter.
+  bool write_owned(const std::string& name, const at::Tensor& param, const at::Tensor& value);
+  // Rebinds the parameters adopt() did not take (copying their whole values); returns how many
+  // adopt() had taken. Throws a runtime Failure when params and the layout differ.
+  size_t take_over(const std::vector<ModelParam>& params);
 
   void zero_grad();
   // Per group, the part of the gradient buffer that keeps its values from one step to the next:
@@ -153,13 +172,22 @@ class FlatParams {
     std::vector<const loom_param_segment*> segment_pointers;
     loom_param_group abi;
   };
+  struct Place {
+    Group* group;
+    size_t segment;  // in group->whole
+  };
+  FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, bool copy_values);
   bool placed_here(const ModelParam& param) const;
+  const Place* place_of(const std::string& name, const at::Tensor& param) const;
+  at::Tensor view_of(const Place& place) const;
+  void bind(const Place& place, at::Tensor& param) const;
   void build_optimizer_view(Group& group);
   // The part of a group's gradients that holds the reduced sum after a step's sync.
   at::Tensor used_grads(const Group& group) const;
 
   ShardSpec shard_;
   std::vector<std::unique_ptr<Group>> groups_;
+  std::map<std::string, Place> places_;
   std::vector<const loom_param_group*> group_pointers_;
   loom_param_groups abi_groups_{};
 };

@@ -172,8 +172,9 @@ std::string frozen_checksum(const std::vector<ModelParam>& params, const std::se
   return text;
 }
 
-FrozenSummary prepare_model(ModelInstance& model, const RunPlan& plan, const std::set<std::string>* held_elsewhere) {
-  init_model_weights(model, plan.model_init, plan.lora, plan.registry, held_elsewhere);
+FrozenSummary prepare_model(ModelInstance& model, const RunPlan& plan, const std::set<std::string>* held_elsewhere,
+                            const formats::WriteValue& write) {
+  init_model_weights(model, plan.model_init, plan.lora, plan.registry, held_elsewhere, write);
   return freeze_parameters(model, plan);
 }
 

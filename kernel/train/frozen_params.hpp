@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "abi/compute_components.hpp"
+#include "formats/weight_loading.hpp"
 #include "train/run_plan.hpp"
 
 namespace loom {
@@ -42,8 +43,9 @@ FrozenSummary freeze_parameters(ModelInstance& model, const RunPlan& plan);
 std::string frozen_checksum(const std::vector<ModelParam>& params, const std::set<std::string>& frozen);
 
 // [model] init_from, then freeze_parameters: the model as the run's first step sees it.
-// held_elsewhere: init_model_weights'.
+// held_elsewhere and write: init_model_weights'.
 FrozenSummary prepare_model(ModelInstance& model, const RunPlan& plan,
-                            const std::set<std::string>* held_elsewhere = nullptr);
+                            const std::set<std::string>* held_elsewhere = nullptr,
+                            const formats::WriteValue& write = {});
 
 }  // namespace loom

@@ -101,7 +101,8 @@ std::unique_ptr<formats::WeightSource> peft_source(const fs::path& from, const A
 }  // namespace
 
 void init_model_weights(ModelInstance& model, const ModelInitSettings& settings, const AdapterSettings& lora,
-                        const Registry* registry, const std::set<std::string>* held_elsewhere) {
+                        const Registry* registry, const std::set<std::string>* held_elsewhere,
+                        const formats::WriteValue& write) {
   if (settings.init_from.empty()) return;
   const fs::path from = settings.init_from;
   const std::string where = "[model] init_from = \"" + settings.init_from + "\"";
@@ -112,6 +113,7 @@ void init_model_weights(ModelInstance& model, const ModelInitSettings& settings,
   if (held_elsewhere != nullptr) rules.held_elsewhere = *held_elsewhere;
   rules.strict = settings.init_strict;
   rules.strict_key = "init_strict";
+  rules.write = write;
   std::optional<RowWindow> window;  // row-sharded tables: this rank loads its rows
   std::set<std::string> row_tables;
   if (model.run().sparse_shard_size > 1) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "abi/compute_components.hpp"
+#include "formats/weight_loading.hpp"
 #include "abi/registry.hpp"
 #include "train/run_plan.hpp"
 
@@ -18,8 +19,10 @@ namespace loom {
 // ([lora]): a PEFT adapter folder fills the adapters alone (its r and lora_alpha must be
 // [lora]'s); any other source fills the base, and the adapters only where it has them.
 // held_elsewhere: under expert parallelism, the experts other ranks hold (their tensors in the
-// source are theirs, not unexpected); null there refuses init_from.
+// source are theirs, not unexpected); null there refuses init_from. write: how each value goes
+// into its parameter (formats::LoadRules::write; empty: copied whole).
 void init_model_weights(ModelInstance& model, const ModelInitSettings& settings, const AdapterSettings& lora,
-                        const Registry* registry, const std::set<std::string>* held_elsewhere = nullptr);
+                        const Registry* registry, const std::set<std::string>* held_elsewhere = nullptr,
+                        const formats::WriteValue& write = {});
 
 }  // namespace loom

@@ -18,6 +18,7 @@
 #include "train/gradient_writes.hpp"
 #include "train/sparse_table_updates.hpp"
 #include "train/run_plan.hpp"
+#include "train/sliced_start.hpp"
 #include "abi/observer_components.hpp"
 #include "dist/device_mesh.hpp"
 
@@ -89,6 +90,10 @@ inline RunContext for_model(const RunContext& context, int64_t total, const Adap
 struct Pipeline {
   DatasetInstance data;  // first: with run.epochs, its epoch length sets the run's total steps
   int64_t steps;         // the run's optimizer steps (total_steps above)
+  // shard = "parameters": the flat buffers' layout, from a first build that kept no values, so
+  // that the model is built as this rank's slice (train/sliced_start.hpp); null otherwise, and
+  // once flat has taken it over.
+  std::unique_ptr<FlatParams> sliced_layout;
   ModelInstance model;
   FrozenSummary frozen;  // what does not train ([model] freeze, [lora]), marked on the model
   bool store_frozen;     // checkpoints hold the frozen weights ([checkpoint] frozen = "include")
@@ -109,10 +114,18 @@ struct Pipeline {
   // experts_elsewhere: under expert parallelism, the experts the other ranks of the model's
   // expert group hold (train/expert_placement.hpp), for [model] init_from.
   using ExpertsElsewhere = std::function<std::set<std::string>(ModelInstance&)>;
-  static FrozenSummary prepare(ModelInstance& model, const RunPlan& c, const ExpertsElsewhere& elsewhere) {
-    if (!elsewhere) return prepare_model(model, c);
+  // slices: the layout a sliced start built the model into; init_from then writes only this
+  // rank's slice of each weight.
+  static FrozenSummary prepare(ModelInstance& model, const RunPlan& c, const ExpertsElsewhere& elsewhere,
+                               FlatParams* slices) {
+    formats::WriteValue write;
+    if (slices)
+      write = [slices](const std::string& name, const at::Tensor& param, const at::Tensor& value) {
+        if (!slices->write_owned(name, param, value)) param.copy_(value);
+      };
+    if (!elsewhere) return prepare_model(model, c, nullptr, write);
     const std::set<std::string> names = elsewhere(model);
-    return prepare_model(model, c, &names);
+    return prepare_model(model, c, &names, write);
   }
   // other_stages: under pipeline parallelism, the parameters (trainable or frozen) of the layers
   // other stages run, to give back; nullopt (or no function) when every stage holds the whole model.
@@ -143,13 +156,14 @@ struct Pipeline {
            const OtherStagesLayers& other_stages = {})
       : data(c.data, with_total_steps(context, context.total_steps)),
         steps(total_steps(c, data)),
-        model(c.model, for_model(context, steps, c.lora)),
+        sliced_layout(sliced_start_layout(c, for_model(context, steps, c.lora), shard_spec(c, context, false))),
+        model(build_model(c.model, for_model(context, steps, c.lora), sliced_layout.get())),
         // init_from fills the parameters and the frozen ones are set apart before the flat
         // buffers take the rest over
-        frozen(prepare(model, c, experts_elsewhere)),
+        frozen(prepare(model, c, experts_elsewhere, sliced_layout.get())),
         store_frozen(c.checkpoint.frozen == "include"),
         stage_layers(give_to_other_stages(model, other_stages)),
-        flat(dense_params(model.params()), shard_spec(c, context, stage_layers)),
+        flat(flat_params_for(sliced_layout, dense_params(model.params()), shard_spec(c, context, stage_layers))),
         gradient_writes(dense_params(model.params()), flat.resident_gradients()),
         sparse(sparse_params(model.params()), model.component().name, context.sparse_shard_size > 1),
         optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),

@@ -11,6 +11,7 @@
 #include "base/failure.hpp"
 #include "base/signals.hpp"
 #include "base/writer_guard.hpp"
+#include "train/cpu_memory.hpp"
 #include "train/cuda_probe.hpp"
 #include "train/device.hpp"
 #include "train/trainer_loop.hpp"
@@ -126,6 +127,7 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   }
   grad_sync_ = build_gradient_sync(plan, *p_, comm_.get(), placed_group, placed_replicas);
   shards_ = build_parameter_shards(plan, *p_, comm_.get(), device_);
+
   events_ = std::make_unique<EventBus>(p_->hooks);
   for (HookInstance& hook : p_->hooks) {
     if (!hook.reads_step_values()) continue;
@@ -280,10 +282,12 @@ void Trainer::log_state_bytes() {
   for (const ModelParam& param : p_->model.params())
     if (param.frozen) frozen += static_cast<int64_t>(param.tensor->nbytes());
   const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  const int64_t peak = device_.is_cpu() ? peak_resident_bytes() : -1;
   spdlog::info("held per rank between steps: parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer state {:.1f} MiB"
-               "{} (shard {}, {} rank{})",
+               "{} (shard {}, {} rank{}){}",
                mib(params), mib(grads), mib(state), frozen > 0 ? fmt::format(", frozen weights {:.1f} MiB", mib(frozen)) : "",
-               shard_mode_name(p_->flat.shard().mode), world_size(), world_size() == 1 ? "" : "s");
+               shard_mode_name(p_->flat.shard().mode), world_size(), world_size() == 1 ? "" : "s",
+               peak > 0 ? fmt::format("; this process's peak resident memory so far {:.0f} MiB", mib(peak)) : "");
 }
 
 bool Trainer::end_of_step(loom_control requests, Prefetcher& prefetch) {

@@ -200,6 +200,35 @@ TEST_CASE("parameters: evaluation gathers each unit as training does") {
   CHECK(a.str() == b.str());
 }
 
+// Rank 0's peak resident memory once its model is built, as the host reports it (VmHWM), in MiB.
+double built_peak_mib(const std::string& err) {
+  static const std::regex peak("\\[rank 0\\] info: \\[distributed\\] shard = \"parameters\": the model was built as "
+                               "this rank's slice .*; peak resident memory so far ([0-9]+) MiB");
+  std::smatch m;
+  REQUIRE_MESSAGE(std::regex_search(err, m, peak), err);
+  return std::stod(m[1].str());
+}
+
+TEST_CASE("parameters: no rank holds the whole model at the start, only its slice") {
+  // Twelve more layers of 512 wide: 37.7 M parameters, 144 MiB in fp32. Built whole, every
+  // rank would hold them at least once more than before; as a slice, half of them on each of
+  // two ranks (and the largest value, 4 MiB, for a moment).
+  const fs::path dir = loom_test::tmp_dir("shard-parameters-start");
+  const auto peak_with = [&](int layers) {
+    const std::string m = manifest(dir, 1,
+                                   "[model]\nuse = \"gpt\"\nn_layer = " + std::to_string(layers) +
+                                       "\nn_head = 8\nn_embd = 512\nseq_len = 16\n");
+    const auto r = run_host(launch(kLayouts[1], m, "l" + std::to_string(layers), "parameters"));
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    return built_peak_mib(r.err);
+  };
+  const double layer_mib = 12.0 * 512 * 512 * 4 / (1 << 20), grown = 12 * layer_mib;  // c_attn, c_proj, c_fc, mlp c_proj
+  const double small = peak_with(2), large = peak_with(14);
+  MESSAGE("peak once the model is built: 2 layers " << small << " MiB, 14 layers " << large << " MiB; the 12 more hold "
+                                                    << grown << " MiB");
+  CHECK(large - small < 0.75 * grown);
+}
+
 TEST_CASE("parameters needs a model that declares units") {
   const fs::path dir = loom_test::tmp_dir("shard-no-units");
   const auto r = run_host("launch --nproc-per-node 2 -- run " + manifest(dir, 2) +

@@ -160,3 +160,36 @@ TEST_CASE("the gradient norm of a million elements is the double-precision norm'
   const double exact = g.to(at::kDouble).norm().item<double>();
   CHECK(std::abs(flat.grad_norm().item<double>() / exact - 1) < 1e-7);
 }
+
+TEST_CASE("layout only: a second build's parameters are adopted as this rank's slice, the rest reads as zeros") {
+  // 16 elements over 3 ranks as above; rank 1 owns [6, 12): w's elements 2..7.
+  at::Tensor w_shape = at::empty({3, 4}), b_shape = at::empty({4});
+  std::vector<ModelParam> first = {{"w", &w_shape, 0}, {"b", &b_shape, LOOM_PARAM_FLAG_NO_DECAY}};
+  FlatParams flat(first, ShardSpec{ShardMode::parameters, 1, 3}, FlatParams::LayoutOnly{});
+  CHECK(w_shape.data_ptr() != flat.param_buffers()[0].data_ptr());  // the first build's tensors stay as they were
+  CHECK(flat.param_buffers()[0].abs().sum().item<double>() == 0.0);
+
+  at::Tensor w = at::arange(1, 13, at::kFloat).view({3, 4}).requires_grad_(true);
+  at::Tensor b = at::arange(101, 105, at::kFloat).requires_grad_(true);
+  at::Tensor table = at::ones({2, 2});
+  CHECK(flat.adopt("w", w));
+  CHECK_FALSE(flat.adopt("table", table));  // not in the layout (a sparse table): left alone
+  CHECK(at::equal(table, at::ones({2, 2})));
+  at::Tensor wrong = at::zeros({4, 3});
+  CHECK_THROWS_WITH_AS(flat.adopt("b", wrong), doctest::Contains("its create must make the same parameters"),
+                       std::exception);
+  // b was not adopted: take_over copies it whole and counts w alone.
+  std::vector<ModelParam> second = {{"w", &w, 0}, {"b", &b, LOOM_PARAM_FLAG_NO_DECAY}};
+  CHECK(flat.take_over(second) == 1);
+  const at::Tensor buffer = flat.param_buffers()[0];
+  CHECK(w.data_ptr<float>() == buffer.data_ptr<float>() + 4);
+  CHECK(at::equal(buffer.narrow(0, 6, 6), at::arange(3, 9, at::kFloat)));  // w's slice, kept
+  CHECK(at::equal(w.detach().view({-1}).narrow(0, 0, 2), at::zeros({2})));  // rank 0's part: never written
+  CHECK(at::equal(w.detach().view({-1}).narrow(0, 8, 4), at::zeros({4})));  // rank 2's part
+  CHECK(at::equal(b.detach(), at::arange(101, 105, at::kFloat)));          // taken over whole
+  const at::Tensor& owned_grads = *reinterpret_cast<at::Tensor*>(flat.abi().groups[0]->grads);  // from element 6
+  CHECK(w.grad().data_ptr<float>() == owned_grads.data_ptr<float>() - 6 + 4);
+
+  std::vector<ModelParam> fewer = {{"w", &w, 0}};
+  CHECK_THROWS_WITH_AS(flat.take_over(fewer), doctest::Contains("its first build had 2"), std::exception);
+}

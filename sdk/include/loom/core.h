@@ -79,7 +79,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 17
+#define LOOM_ABI_MINOR 18
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"
@@ -116,6 +116,8 @@ typedef struct loom_torch_tensor loom_torch_tensor;
 struct loom_unit_boundary_args;
 /* Defined in loom/model.h (ABI 1.10); for loom_host_api.tensor_parallel_collective. */
 struct loom_collective_args;
+/* Defined in loom/model.h (ABI 1.18); for loom_host_api.param_created. */
+struct loom_param_created_args;
 
 /* Tokens whose target equals this index carry no loss. */
 #define LOOM_IGNORE_INDEX (-100)
@@ -304,6 +306,12 @@ typedef struct loom_host_api {
      sequence-parallel group. Every rank of the group must make the same calls in the same
      order. In a group of one the output is the input. */
   loom_status* (*tensor_parallel_collective)(struct loom_collective_args* args);
+  /* ABI 1.18, torch-linked models only (loom/model.h loom_param_created_args): called by a
+     model's create once for each parameter, right after it made the parameter's initial
+     value, in registration order. With [distributed] shard = "parameters" the host then keeps
+     only this rank's slice of the value and rebinds the tensor's storage to it, so that no rank
+     holds the whole model at any time; otherwise it does nothing. */
+  loom_status* (*param_created)(struct loom_param_created_args* args);
 } loom_host_api;
 
 /* What the entry point returns. Static. */
@@ -336,6 +344,7 @@ LOOM_ABI_OFFSET(loom_host_api, registry_add_component, 7);
 LOOM_ABI_OFFSET(loom_host_api, config_has, 12);
 LOOM_ABI_OFFSET(loom_host_api, unit_boundary, 13);
 LOOM_ABI_OFFSET(loom_host_api, tensor_parallel_collective, 14);
+LOOM_ABI_OFFSET(loom_host_api, param_created, 15);
 LOOM_ABI_OFFSET(loom_component, vtable, 6);
 LOOM_ABI_OFFSET(loom_option_spec, doc, 5);
 LOOM_ABI_OFFSET(loom_context, device, 5);

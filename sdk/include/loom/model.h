@@ -72,6 +72,15 @@ typedef struct loom_param_view {
   int64_t split_blocks;
 } loom_param_view;
 
+/* (ABI 1.18) The host's param_created (loom/core.h). */
+typedef struct loom_param_created_args {
+  size_t struct_size;
+  const char* name;          /* borrowed for the call; as loom_param_view.name will give it */
+  loom_torch_tensor* tensor; /* borrowed for the call; the parameter the model keeps, holding
+                                its initial value. The host may rebind its storage (every
+                                handle to it sees that): write to it through the tensor only */
+} loom_param_created_args;
+
 /* (ABI 1.5) The host's unit_boundary (loom/core.h). */
 typedef enum loom_unit_phase {
   LOOM_UNIT_ENTER = 0, /* input is the unit's input, before its forward */
@@ -282,6 +291,7 @@ LOOM_ABI_OFFSET(loom_collective_args, input, 2);
 LOOM_ABI_OFFSET(loom_collective_args, output, 3);
 LOOM_ABI_OFFSET(loom_collective_args, group, 4);
 LOOM_ABI_OFFSET(loom_unit_boundary_args, input, 3);
+LOOM_ABI_OFFSET(loom_param_created_args, tensor, 2);
 LOOM_ABI_OFFSET(loom_unit_boundary_args, output, 4);
 LOOM_ABI_OFFSET(loom_model_forward_args, loss_sum, 3);
 LOOM_ABI_OFFSET(loom_model_forward_args, field_count, 5);

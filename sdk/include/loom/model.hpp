@@ -145,6 +145,7 @@ class Model {
   at::Tensor add_param(std::string name, at::Tensor init, uint32_t flags = 0) {
     init.requires_grad_(true);
     params_.push_back({std::move(name), init, flags, unit_, -1});
+    created(params_.back());
     return init;
   }
   // Expert parallelism (ABI 1.13, LOOM_PARAM_FLAG_EXPERT): registers expert `expert` of
@@ -184,6 +185,7 @@ class Model {
         whole.unflatten(dim, {blocks, size, n}).select(dim + 1, ctx.tensor_parallel_rank).flatten(dim, dim + 1).clone();
     mine.requires_grad_(true);
     params_.push_back({std::move(name), mine, flags, unit_, dim, blocks});
+    created(params_.back());
     return mine;
   }
   // A [lora] adapter's initial A (rank, in), uniform in +-1/sqrt(in), and B (out, rank), zero,
@@ -332,6 +334,17 @@ class Model {
       ~Reset() { part.forward_ = nullptr; }
     } reset{part};
     return call();
+  }
+  // (ABI 1.18) Tells the host a parameter exists, so that a rank that holds only a slice of
+  // each (shard = "parameters") can drop the rest of its value now, not after the whole model.
+  static void created(Param& p) {
+    const loom_host_api& api = host();
+    if (!LOOM_STRUCT_HAS(&api, loom_host_api, param_created) || api.param_created == nullptr) return;
+    loom_param_created_args args{};
+    args.struct_size = sizeof(args);
+    args.name = p.name.c_str();
+    args.tensor = handle(p.tensor);
+    check(api.param_created(&args));
   }
   static at::Tensor unit_boundary(int64_t unit, loom_unit_phase phase, const at::Tensor& x) {
     const loom_host_api& api = host();

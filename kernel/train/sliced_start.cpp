@@ -1,0 +1,98 @@
+#include "train/sliced_start.hpp"
+
+#include <ATen/core/grad_mode.h>
+#include <spdlog/spdlog.h>
+
+#include "abi/param_created.hpp"
+#include "abi/registry.hpp"
+#include "train/cpu_memory.hpp"
+#include "train/sparse_table_updates.hpp"
+
+namespace loom {
+namespace {
+
+constexpr uint32_t kParamCreatedMinor = 18;
+constexpr int64_t kLargeValue = 1 << 20;  // bytes
+
+// A large value a build just dropped: the heap's free pages go back to the OS, since the small
+// allocations made in between would otherwise split the freed blocks, so that the next value
+// takes fresh pages (keep_freed_cpu_memory keeps them otherwise).
+void dropped(int64_t bytes) {
+  if (bytes >= kLargeValue) return_free_heap_pages();
+}
+
+// The first build: each value is dropped as it is created, leaving a tensor of its shape that
+// holds no pages (the model may still write into it; nobody reads it).
+class DropValues final : public ParamAdopter {
+ public:
+  void created(const std::string&, at::Tensor& param) override {
+    at::NoGradGuard no_grad;
+    const auto bytes = static_cast<int64_t>(param.nbytes());
+    param.set_data(untouched_cpu_tensor(param.sizes(), param.scalar_type()));
+    dropped(bytes);
+  }
+};
+
+// The second build: each value goes into its place, only this rank's slice of it kept.
+class IntoLayout final : public ParamAdopter {
+ public:
+  explicit IntoLayout(FlatParams& layout) : layout_(layout) {}
+  void created(const std::string& name, at::Tensor& param) override {
+    const auto bytes = static_cast<int64_t>(param.nbytes());
+    if (layout_.adopt(name, param)) dropped(bytes);
+  }
+
+ private:
+  FlatParams& layout_;
+};
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+}  // namespace
+
+std::unique_ptr<FlatParams> sliced_start_layout(const RunPlan& plan, const RunContext& model_run, const ShardSpec& spec) {
+  if (spec.mode != ShardMode::parameters || spec.world_size <= 1 || model_run.device != "cpu" ||
+      model_run.pipeline_parallel_size > 1)
+    return nullptr;  // not sharded here, or refused later by name
+  const std::string why_whole = plan.lora.enabled            ? "[lora] freezes the base weights once it is built"
+                                : !plan.model_init.freeze.empty() ? "[model] freeze picks weights once it is built"
+                                                                   : "";
+  const PluginRecord* plugin = plan.model.component ? plan.model.component->plugin : nullptr;
+  if (why_whole.empty() && plugin && plugin->abi_minor < kParamCreatedMinor) {
+    spdlog::info("[distributed] shard = \"parameters\": every rank builds model {} whole before keeping its slice: "
+                 "its plugin was built against Loom ABI 1.{}, before models told the host of each parameter (1.18)",
+                 plan.model.component->name, plugin->abi_minor);
+    return nullptr;
+  }
+  if (!why_whole.empty()) {
+    spdlog::info("[distributed] shard = \"parameters\": every rank builds the model whole before keeping its slice: {}",
+                 why_whole);
+    return nullptr;
+  }
+  DropValues drop;
+  ParamAdopterScope scope(drop);
+  ModelInstance first(plan.model, model_run);
+  return std::make_unique<FlatParams>(dense_params(first.params()), spec, FlatParams::LayoutOnly{});
+}
+
+ModelInstance build_model(const SlotConfig& slot, const RunContext& model_run, FlatParams* layout) {
+  if (!layout) return ModelInstance(slot, model_run);
+  IntoLayout into(*layout);
+  ParamAdopterScope scope(into);
+  return ModelInstance(slot, model_run);
+}
+
+FlatParams flat_params_for(std::unique_ptr<FlatParams>& layout, const std::vector<ModelParam>& params,
+                           const ShardSpec& spec) {
+  if (!layout) return FlatParams(params, spec);
+  const size_t adopted = layout->take_over(params);
+  const int64_t peak = peak_resident_bytes();
+  spdlog::info("[distributed] shard = \"parameters\": the model was built as this rank's slice ({} of {} parameters "
+               "kept in part as they were made; the layout came from a first build that kept no values){}",
+               adopted, params.size(), peak > 0 ? fmt::format("; peak resident memory so far {:.0f} MiB", mib(peak)) : "");
+  FlatParams out = std::move(*layout);
+  layout.reset();
+  return out;
+}
+
+}  // namespace loom
