@@ -226,7 +226,13 @@ TEST_CASE("parameters: no rank holds the whole model at the start, only its slic
   const double small = peak_with(2), large = peak_with(14);
   MESSAGE("peak once the model is built: 2 layers " << small << " MiB, 14 layers " << large << " MiB; the 12 more hold "
                                                     << grown << " MiB");
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer keeps freed memory in quarantine (and ignores malloc_trim): the peak then
+  // says nothing about what the run holds.
+  MESSAGE("not checked under AddressSanitizer");
+#else
   CHECK(large - small < 0.75 * grown);
+#endif
 }
 
 TEST_CASE("parameters needs a model that declares units") {
