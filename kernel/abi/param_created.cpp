@@ -23,18 +23,13 @@ ParamAdopterScope::ParamAdopterScope(ParamAdopter& adopter) {
 ParamAdopterScope::~ParamAdopterScope() { g_adopter.store(nullptr); }
 
 loom_status* param_created(loom_param_created_args* args) {
-  const auto fail = [](loom_status_code code, const std::string& message) {
-    return host_api()->status_create(code, message.c_str());
-  };
   if (args == nullptr || args->name == nullptr || args->tensor == nullptr)
-    return fail(LOOM_STATUS_CODE_INVALID_ARGUMENT, "param_created: args, name and tensor must be set");
-  try {
-    ParamAdopter* adopter = g_adopter.load();
-    if (adopter != nullptr) adopter->created(args->name, tensor(args->tensor));
+    return host_api()->status_create(LOOM_STATUS_CODE_INVALID_ARGUMENT,
+                                     "param_created: args, name and tensor must be set");
+  return status_from(LOOM_STATUS_CODE_INTERNAL, "param_created", [&]() -> loom_status* {
+    if (ParamAdopter* adopter = g_adopter.load()) adopter->created(args->name, tensor(args->tensor));
     return nullptr;
-  } catch (const std::exception& e) {
-    return fail(LOOM_STATUS_CODE_INTERNAL, e.what());
-  }
+  });
 }
 
 }  // namespace loom

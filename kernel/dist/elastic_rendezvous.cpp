@@ -132,14 +132,11 @@ RoundEnd ElasticRendezvous::end_round(int round, const RoundEnd& why) {
 }
 
 std::optional<RoundEnd> ElasticRendezvous::ended(int round, int nnodes) {
-  const std::string ended_key = key(round, "ended"), waiting = key(round + 1, "joined");
-  const bool may_grow = nnodes < settings_.max_nodes;
-  const auto [recorded, waiting_nodes] = ask<std::pair<std::string, int64_t>>(
-      store_, "watching the round", [ended_key, waiting, may_grow](c10d::Store& s) {
-        const std::string value = s.check({ended_key}) ? text(s.get(ended_key)) : std::string();
-        return std::make_pair(value, value.empty() && may_grow ? s.add(waiting, 0) : int64_t{0});
-      });
-  if (!recorded.empty()) return decode(recorded);
+  if (std::optional<RoundEnd> recorded = recorded_end(round)) return recorded;
+  if (nnodes >= settings_.max_nodes) return std::nullopt;  // the job cannot grow
+  const std::string waiting = key(round + 1, "joined");
+  const int64_t waiting_nodes =
+      ask<int64_t>(store_, "watching the round", [waiting](c10d::Store& s) { return s.add(waiting, 0); });
   if (waiting_nodes > 0)
     return end_round(round, RoundEnd{true, std::to_string(waiting_nodes) + " node(s) waiting to join (" +
                                                std::to_string(nnodes) + " running, at most " +

@@ -40,7 +40,6 @@ int64_t peak_resident_bytes() {
   return -1;
 }
 
-
 void release_memory(const at::Tensor& range, bool zeroed) {
   if (range.numel() == 0) return;
   if (!range.device().is_cpu() || !range.is_contiguous()) {

@@ -127,7 +127,6 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   }
   grad_sync_ = build_gradient_sync(plan, *p_, comm_.get(), placed_group, placed_replicas);
   shards_ = build_parameter_shards(plan, *p_, comm_.get(), device_);
-
   events_ = std::make_unique<EventBus>(p_->hooks);
   for (HookInstance& hook : p_->hooks) {
     if (!hook.reads_step_values()) continue;
