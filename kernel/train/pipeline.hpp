@@ -94,6 +94,9 @@ struct Pipeline {
   // that the model is built as this rank's slice (train/sliced_start.hpp); null otherwise, and
   // once flat has taken it over.
   std::unique_ptr<FlatParams> sliced_layout;
+  // Pipeline stages: the other stages' layers, from a first build that kept no values, so that
+  // the model is built with this stage's layers only (train/sliced_start.hpp).
+  StageStart stage_start;
   ModelInstance model;
   FrozenSummary frozen;  // what does not train ([model] freeze, [lora]), marked on the model
   bool store_frozen;     // checkpoints hold the frozen weights ([checkpoint] frozen = "include")
@@ -115,13 +118,14 @@ struct Pipeline {
   // expert group hold (train/expert_placement.hpp), for [model] init_from.
   using ExpertsElsewhere = std::function<std::set<std::string>(ModelInstance&)>;
   // slices: the layout a sliced start built the model into; init_from then writes only this
-  // rank's slice of each weight.
+  // rank's slice of each weight. dropped: the other stages' layers, whose values it skips.
   static FrozenSummary prepare(ModelInstance& model, const RunPlan& c, const ExpertsElsewhere& elsewhere,
-                               FlatParams* slices) {
+                               FlatParams* slices, const std::set<std::string>* dropped) {
     formats::WriteValue write;
-    if (slices)
-      write = [slices](const std::string& name, const at::Tensor& param, const at::Tensor& value) {
-        if (!slices->write_owned(name, param, value)) param.copy_(value);
+    if (slices || dropped)
+      write = [slices, dropped](const std::string& name, const at::Tensor& param, const at::Tensor& value) {
+        if (dropped && dropped->count(name)) return;
+        if (!slices || !slices->write_owned(name, param, value)) param.copy_(value);
       };
     if (!elsewhere) return prepare_model(model, c, nullptr, write);
     const std::set<std::string> names = elsewhere(model);
@@ -129,7 +133,7 @@ struct Pipeline {
   }
   // other_stages: under pipeline parallelism, the parameters (trainable or frozen) of the layers
   // other stages run, to give back; nullopt (or no function) when every stage holds the whole model.
-  using OtherStagesLayers = std::function<std::optional<std::set<std::string>>(ModelInstance&)>;
+  using OtherStagesLayers = loom::OtherStagesLayers;
   // ZeRO shards over the replica group: every data and sequence rank (dist/device_mesh.hpp),
   // and a stage's own layers over that stage's part of it; placed experts are already split
   // (train/expert_placement.hpp).
@@ -147,9 +151,12 @@ struct Pipeline {
     }
     return spec;
   }
-  static bool give_to_other_stages(ModelInstance& model, const OtherStagesLayers& other_stages) {
-    const std::optional<std::set<std::string>> names = other_stages ? other_stages(model) : std::nullopt;
+  // start: what a first build learned, used instead of asking other_stages again.
+  static bool give_to_other_stages(ModelInstance& model, const OtherStagesLayers& other_stages, const StageStart& start) {
+    const std::optional<std::set<std::string>> names =
+        start.known ? start.others : other_stages ? other_stages(model) : std::nullopt;
     if (names) model.give_to_other_stages(*names);
+    if (start.dropped()) report_stage_start(start.dropped()->size(), model.params().size());
     return names.has_value();
   }
   Pipeline(const RunPlan& c, const RunContext& context, const ExpertsElsewhere& experts_elsewhere = {},
@@ -157,12 +164,13 @@ struct Pipeline {
       : data(c.data, with_total_steps(context, context.total_steps)),
         steps(total_steps(c, data)),
         sliced_layout(sliced_start_layout(c, for_model(context, steps, c.lora), shard_spec(c, context, false))),
-        model(build_model(c.model, for_model(context, steps, c.lora), sliced_layout.get())),
+        stage_start(stage_start_layers(c, for_model(context, steps, c.lora), other_stages)),
+        model(build_model(c.model, for_model(context, steps, c.lora), sliced_layout.get(), stage_start.dropped())),
         // init_from fills the parameters and the frozen ones are set apart before the flat
         // buffers take the rest over
-        frozen(prepare(model, c, experts_elsewhere, sliced_layout.get())),
+        frozen(prepare(model, c, experts_elsewhere, sliced_layout.get(), stage_start.dropped())),
         store_frozen(c.checkpoint.frozen == "include"),
-        stage_layers(give_to_other_stages(model, other_stages)),
+        stage_layers(give_to_other_stages(model, other_stages, stage_start)),
         flat(flat_params_for(sliced_layout, dense_params(model.params()), shard_spec(c, context, stage_layers))),
         gradient_writes(dense_params(model.params()), flat.resident_gradients()),
         sparse(sparse_params(model.params()), model.component().name, context.sparse_shard_size > 1),

@@ -46,7 +46,38 @@ class IntoLayout final : public ParamAdopter {
   FlatParams& layout_;
 };
 
+// Drops the values of the named parameters (the layers other pipeline stages run).
+class DropNamed final : public ParamAdopter {
+ public:
+  explicit DropNamed(const std::set<std::string>& names) : names_(names) {}
+  void created(const std::string& name, at::Tensor& param) override {
+    if (names_.count(name)) drop_.created(name, param);
+  }
+
+ private:
+  const std::set<std::string>& names_;
+  DropValues drop_;
+};
+
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+std::string peak_so_far() {
+  const int64_t peak = peak_resident_bytes();
+  return peak > 0 ? fmt::format("; peak resident memory so far {:.0f} MiB", mib(peak)) : "";
+}
+
+// Why a first build that keeps no values cannot learn the layout, so that the model is built
+// whole before a part of it is kept: "" when it can.
+std::string why_built_whole(const RunPlan& plan) {
+  if (plan.lora.enabled) return "[lora] freezes the base weights once it is built";
+  if (!plan.model_init.freeze.empty()) return "[model] freeze picks weights once it is built";
+  const PluginRecord* plugin = plan.model.component ? plan.model.component->plugin : nullptr;
+  if (plugin && plugin->abi_minor < kParamCreatedMinor)
+    return fmt::format("model {}'s plugin was built against Loom ABI 1.{}, before models told the host of each "
+                       "parameter (1.{})",
+                       plan.model.component->name, plugin->abi_minor, kParamCreatedMinor);
+  return "";
+}
 
 }  // namespace
 
@@ -54,19 +85,9 @@ std::unique_ptr<FlatParams> sliced_start_layout(const RunPlan& plan, const RunCo
   if (spec.mode != ShardMode::parameters || spec.world_size <= 1 || model_run.device != "cpu" ||
       model_run.pipeline_parallel_size > 1)
     return nullptr;  // not sharded here, or refused later by name
-  const std::string why_whole = plan.lora.enabled            ? "[lora] freezes the base weights once it is built"
-                                : !plan.model_init.freeze.empty() ? "[model] freeze picks weights once it is built"
-                                                                   : "";
-  const PluginRecord* plugin = plan.model.component ? plan.model.component->plugin : nullptr;
-  if (why_whole.empty() && plugin && plugin->abi_minor < kParamCreatedMinor) {
-    spdlog::info("[distributed] shard = \"parameters\": every rank builds model {} whole before keeping its slice: "
-                 "its plugin was built against Loom ABI 1.{}, before models told the host of each parameter (1.18)",
-                 plan.model.component->name, plugin->abi_minor);
-    return nullptr;
-  }
-  if (!why_whole.empty()) {
+  if (const std::string why = why_built_whole(plan); !why.empty()) {
     spdlog::info("[distributed] shard = \"parameters\": every rank builds the model whole before keeping its slice: {}",
-                 why_whole);
+                 why);
     return nullptr;
   }
   DropValues drop;
@@ -75,10 +96,38 @@ std::unique_ptr<FlatParams> sliced_start_layout(const RunPlan& plan, const RunCo
   return std::make_unique<FlatParams>(dense_params(first.params()), spec, FlatParams::LayoutOnly{});
 }
 
-ModelInstance build_model(const SlotConfig& slot, const RunContext& model_run, FlatParams* layout) {
-  if (!layout) return ModelInstance(slot, model_run);
-  IntoLayout into(*layout);
-  ParamAdopterScope scope(into);
+StageStart stage_start_layers(const RunPlan& plan, const RunContext& model_run, const OtherStagesLayers& other_stages) {
+  if (model_run.pipeline_parallel_size <= 1 || !other_stages) return {};
+  // Dropped values are rebound to CPU mappings that hold no pages; a device has none such.
+  const std::string why = model_run.device != "cpu" ? "a build that keeps no values runs on the CPU only" : why_built_whole(plan);
+  if (!why.empty()) {
+    spdlog::info("pipeline: every stage builds the model whole before giving the other stages' layers back: {}", why);
+    return {};
+  }
+  DropValues drop;
+  ParamAdopterScope scope(drop);
+  ModelInstance first(plan.model, model_run);
+  return {true, other_stages(first)};
+}
+
+void report_stage_start(size_t dropped, size_t params) {
+  spdlog::info("pipeline: this stage was built with its own layers only ({} of the model's {} parameters are other "
+               "stages' and were dropped as they were made; a first build that kept no values told them apart){}",
+               dropped, params, peak_so_far());
+}
+
+ModelInstance build_model(const SlotConfig& slot, const RunContext& model_run, FlatParams* layout,
+                          const std::set<std::string>* dropped) {
+  if (layout) {
+    IntoLayout into(*layout);
+    ParamAdopterScope scope(into);
+    return ModelInstance(slot, model_run);
+  }
+  if (dropped) {
+    DropNamed drop(*dropped);
+    ParamAdopterScope scope(drop);
+    return ModelInstance(slot, model_run);
+  }
   return ModelInstance(slot, model_run);
 }
 
@@ -86,10 +135,9 @@ FlatParams flat_params_for(std::unique_ptr<FlatParams>& layout, const std::vecto
                            const ShardSpec& spec) {
   if (!layout) return FlatParams(params, spec);
   const size_t adopted = layout->take_over(params);
-  const int64_t peak = peak_resident_bytes();
   spdlog::info("[distributed] shard = \"parameters\": the model was built as this rank's slice ({} of {} parameters "
                "kept in part as they were made; the layout came from a first build that kept no values){}",
-               adopted, params.size(), peak > 0 ? fmt::format("; peak resident memory so far {:.0f} MiB", mib(peak)) : "");
+               adopted, params.size(), peak_so_far());
   FlatParams out = std::move(*layout);
   layout.reset();
   return out;

@@ -9,9 +9,18 @@
 // Every rank draws the same initial values (models seed their own generators from run.seed),
 // so the slices are one process's model cut; the gathers then broadcast each slice from its
 // owner, and the start broadcast of the buffers is skipped (train/factories.cpp).
+//
+// Pipeline stages ([distributed] pipeline_parallel = P > 1) start the same way: a first build
+// learns which parameters belong to the layers other stages run (loom_param_view.unit), and the
+// second drops those as the model makes them, so a stage's memory at the start is its own layers,
+// what lies outside layers and the largest single parameter (train/stage_placement.hpp).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "abi/compute_components.hpp"
@@ -26,8 +35,32 @@ namespace loom {
 // or later. Null otherwise (with an info line saying why, where the run would shard).
 std::unique_ptr<FlatParams> sliced_start_layout(const RunPlan& plan, const RunContext& model_run, const ShardSpec& spec);
 
-// Builds the model; with a layout, each parameter is adopted into it as it is created.
-ModelInstance build_model(const SlotConfig& slot, const RunContext& model_run, FlatParams* layout);
+// Under pipeline parallelism, the parameters (trainable or frozen) of the layers other stages
+// run, given back before the flat buffers exist; nullopt when every stage holds the whole model
+// (the function has logged why).
+using OtherStagesLayers = std::function<std::optional<std::set<std::string>>(ModelInstance&)>;
+
+// What a pipeline stage learned from a first build: known when that build ran, and then the
+// other stages' layers (nullopt: every stage holds the whole model).
+struct StageStart {
+  bool known = false;
+  std::optional<std::set<std::string>> others;
+  const std::set<std::string>* dropped() const { return known && others ? &*others : nullptr; }
+};
+
+// The first build of a pipeline stage: the same conditions as a sliced start (on the CPU, nothing
+// frozen, a model built against ABI 1.18), with an info line saying why where they fail (and
+// known left false, so that the stage builds the model whole and gives the rest back after).
+StageStart stage_start_layers(const RunPlan& plan, const RunContext& model_run, const OtherStagesLayers& other_stages);
+
+// The info line of a stage so built: how many of the model's parameters it dropped, and the
+// process's peak resident memory so far.
+void report_stage_start(size_t dropped, size_t params);
+
+// Builds the model; with a layout, each parameter is adopted into it as it is created; with
+// dropped, the values of those parameters are dropped as they are created (another stage's).
+ModelInstance build_model(const SlotConfig& slot, const RunContext& model_run, FlatParams* layout,
+                          const std::set<std::string>* dropped = nullptr);
 
 // The flat buffers over the model's trainable dense parameters: the layout's, taking over any
 // parameter the build did not hand it, or new buffers without one.
