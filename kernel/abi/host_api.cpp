@@ -170,6 +170,7 @@ const loom_host_api* host_api() {
     table.unit_boundary = &unit_boundary;
     table.tensor_parallel_collective = &tensor_parallel_collective;
     table.param_created = &param_created;
+    table.param_write = &param_write;
     return table;
   }();
   return &api;

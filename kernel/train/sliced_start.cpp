@@ -31,6 +31,7 @@ class DropValues final : public ParamAdopter {
     param.set_data(untouched_cpu_tensor(param.sizes(), param.scalar_type()));
     dropped(bytes);
   }
+  bool write(const std::string&, at::Tensor&, const at::Tensor&) override { return true; }  // none kept
 };
 
 // The second build: each value goes into its place, only this rank's slice of it kept.
@@ -40,6 +41,9 @@ class IntoLayout final : public ParamAdopter {
   void created(const std::string& name, at::Tensor& param) override {
     const auto bytes = static_cast<int64_t>(param.nbytes());
     if (layout_.adopt(name, param)) dropped(bytes);
+  }
+  bool write(const std::string& name, at::Tensor& param, const at::Tensor& value) override {
+    return layout_.write_owned(name, param, value);
   }
 
  private:
@@ -53,6 +57,7 @@ class DropNamed final : public ParamAdopter {
   void created(const std::string& name, at::Tensor& param) override {
     if (names_.count(name)) drop_.created(name, param);
   }
+  bool write(const std::string& name, at::Tensor&, const at::Tensor&) override { return names_.count(name) > 0; }
 
  private:
   const std::set<std::string>& names_;

@@ -19,7 +19,7 @@
   X(loom_tracker_finish_args) X(loom_sparse_table) X(loom_sparse_grad) X(loom_sparse_step_args) \
   X(loom_adapter_spec)                                                                          \
   X(loom_hook_needs_args) X(loom_collective_args) X(loom_model_attributes)                      \
-  X(loom_param_created_args)
+  X(loom_param_created_args) X(loom_param_write_args)
 
 /* (type, field, slot): the frozen offsets the headers assert with LOOM_ABI_OFFSET, in
  * pointer-size slots on LP64 (offset = slot * 8). */
@@ -63,7 +63,8 @@
   X(loom_param_view, split_blocks, 6) X(loom_model_vtable, expert_parallel, 12)             \
   X(loom_model_vtable, attributes, 13) X(loom_model_forward_args, layer_begin, 9)             \
   X(loom_model_forward_args, hidden_out, 12) X(loom_host_api, param_created, 15)              \
-  X(loom_param_created_args, tensor, 2)
+  X(loom_param_created_args, tensor, 2) X(loom_host_api, param_write, 16)                      \
+  X(loom_param_write_args, value, 3)
 
 #ifdef __cplusplus
 extern "C" {

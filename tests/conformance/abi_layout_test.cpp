@@ -37,7 +37,7 @@ TEST_CASE("every boundary struct starts with struct_size, the same in C99 and C+
 #define LOOM_ENTRY(T) {#T, sizeof(T), offsetof(T, struct_size)},
   const std::vector<Entry> cpp = {LOOM_ABI_STRUCTS(LOOM_ENTRY)};
 #undef LOOM_ENTRY
-  REQUIRE(cpp.size() == 41);
+  REQUIRE(cpp.size() == 42);
   for (size_t i = 0; i < cpp.size(); ++i) {
     CAPTURE(cpp[i].name);
     CHECK(cpp[i].struct_size_at == 0);
@@ -66,8 +66,9 @@ TEST_CASE("frozen offsets match the static asserts, in C99 and C++") {
   CHECK(sizeof(loom_model_vtable) == 112);     // ABI 1.15 appended attributes
   CHECK(sizeof(loom_model_forward_args) == 104);  // ABI 1.17 appended layer_begin .. hidden_out
   CHECK(sizeof(loom_model_attributes) == 24);  // struct_size, sequence_, expert_, (1.16) context_ and (1.17) pipeline_
-  CHECK(sizeof(loom_host_api) == 128);         // ABI 1.18 appended param_created
+  CHECK(sizeof(loom_host_api) == 136);         // ABI 1.19 appended param_write
   CHECK(sizeof(loom_param_created_args) == 24);
+  CHECK(sizeof(loom_param_write_args) == 32);
 }
 
 TEST_CASE("the offset list covers exactly the headers' LOOM_ABI_OFFSET asserts") {

@@ -174,12 +174,14 @@ inline void check_one_step_changes(const std::string& m, const Layout& at, const
 }
 
 // A folder of tests/hf_models/transformers_reference.py's architecture `arch` (2 layers, a
-// 64-token vocabulary) at dir / name, written by transformers.
-inline fs::path write_hf_folder(const fs::path& dir, const std::string& arch, const std::string& name) {
+// 64-token vocabulary) at dir / name, written by transformers; sizes: more of its options
+// ("--layers 14 --hidden-size 512").
+inline fs::path write_hf_folder(const fs::path& dir, const std::string& arch, const std::string& name,
+                                const std::string& sizes = "") {
   const fs::path folder = dir / name;
   const auto written = loom_test::run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR +
                                             "/tests/hf_models/transformers_reference.py write --arch " + arch +
-                                            " --out " + folder.string() + " --seed 3");
+                                            " --out " + folder.string() + " --seed 3" + (sizes.empty() ? "" : " " + sizes));
   REQUIRE_MESSAGE(written.code == 0, written.err);
   return folder;
 }

@@ -262,32 +262,56 @@ double stage_built_peak_mib(const fs::path& run, int rank) {
   return std::stod(log.substr(value + peak.size()));
 }
 
-TEST_CASE("each stage starts with its own layers: no stage holds the whole model at the start") {
-  // Twelve more layers of 512 wide: 37.7 M parameters, 144 MiB in fp32. Built whole, each stage
-  // would hold them all at least once; built as its own layers, about half of them each (the
-  // cut is 8 | 6 and the output layer at 14 layers), and the largest value for a moment.
-  const fs::path dir = loom_test::tmp_dir("pp-start");
+// Each stage's peak once built, at 2 and at 14 layers of a model 512 wide (model_table(layers)):
+// the 12 more layers, `grown` MiB in fp32, held whole would add all of them to every stage;
+// built as each stage's own layers, about half of them each (the cut is 8 | 6 and the output
+// layer at 14 layers), and the largest value for a moment. extra: more of the run's options.
+void check_stages_start_with_their_layers(const fs::path& dir, const std::function<std::string(int)>& model_table,
+                                          double grown, const std::string& extra = "") {
   const auto peaks_with = [&](int layers) {
-    const std::string m = manifest(dir, "[model]\nuse = \"gpt\"\nn_layer = " + std::to_string(layers) +
-                                            "\nn_head = 8\nn_embd = 512\nseq_len = 16\n");
+    const std::string m = manifest(dir, model_table(layers));
     const std::string name = "l" + std::to_string(layers);
     const auto r = loom_test::run_host("launch --nproc-per-node 2 -- run " + m + " --set run.name=" + name +
                                        " --set run.steps=1 --set run.grad_accum=2 --set data.batch_size=1"
-                                       " --set distributed.pipeline_parallel=2");
+                                       " --set distributed.pipeline_parallel=2" + extra);
     REQUIRE_MESSAGE(r.code == 0, r.err);
     return std::pair{stage_built_peak_mib(dir / name, 0), stage_built_peak_mib(dir / name, 1)};
   };
-  const double layer_mib = 12.0 * 512 * 512 * 4 / (1 << 20), grown = 12 * layer_mib;  // c_attn, c_proj, c_fc, mlp c_proj
   const auto [small0, small1] = peaks_with(2);
   const auto [large0, large1] = peaks_with(14);
-  MESSAGE("peak once each stage is built: 2 layers " << small0 << " | " << small1 << " MiB, 14 layers " << large0
-                                                     << " | " << large1 << " MiB; the 12 more hold " << grown << " MiB");
+  MESSAGE(dir.filename().string() << ": peak once each stage is built: 2 layers " << small0 << " | " << small1
+                                  << " MiB, 14 layers " << large0 << " | " << large1 << " MiB; the 12 more hold "
+                                  << grown << " MiB");
 #if defined(__SANITIZE_ADDRESS__)
   MESSAGE("not checked under AddressSanitizer");  // its quarantine keeps freed memory (train/sliced_start.hpp)
 #else
   CHECK(large0 - small0 < 0.75 * grown);
   CHECK(large1 - small1 < 0.75 * grown);
 #endif
+}
+
+TEST_CASE("each stage starts with its own layers: no stage holds the whole model at the start") {
+  // gpt: c_attn, c_proj, c_fc and mlp c_proj hold 12 x 512 x 512 values a layer.
+  check_stages_start_with_their_layers(
+      loom_test::tmp_dir("pp-start-gpt"),
+      [](int layers) {
+        return "[model]\nuse = \"gpt\"\nn_layer = " + std::to_string(layers) + "\nn_head = 8\nn_embd = 512\nseq_len = 16\n";
+      },
+      12 * 12.0 * 512 * 512 * 4 / (1 << 20));
+  // A Qwen2 folder transformers wrote, whose weights hf_causal_lm loads during its build (each
+  // value written as the stage keeps it: ABI 1.19's param_write): q and o 512 x 512, k and v
+  // 512 x 256 (2 of 4 heads), the MLP 3 x 512 x 1408 a layer.
+  const fs::path dir = loom_test::tmp_dir("pp-start-qwen2");
+  for (const int layers : {2, 14})
+    write_hf_folder(dir, "qwen2", "qwen2-" + std::to_string(layers),
+                    "--layers " + std::to_string(layers) + " --hidden-size 512 --intermediate-size 1408");
+  check_stages_start_with_their_layers(
+      dir,
+      [&](int layers) {
+        return "[model]\nuse = \"hf_causal_lm\"\nfrom = \"" + (dir / ("qwen2-" + std::to_string(layers))).string() +
+               "\"\nseq_len = 16\n";
+      },
+      12 * (2 * 512 * 512 + 2 * 512 * 256 + 3 * 512 * 1408) * 4.0 / (1 << 20), " --set data.vocab_size=64");
 }
 
 TEST_CASE("what pipeline parallelism cannot do is refused in one line, with exit code 2") {

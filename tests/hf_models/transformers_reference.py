@@ -68,11 +68,17 @@ def write(args):
         config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64,
                                          initializer_range=0.2, bos_token_id=0, eos_token_id=0)
     else:
-        config = getattr(transformers, config_class)(**COMMON, **extra, **padding(args))
+        config = getattr(transformers, config_class)(**{**COMMON, **sizes(args)}, **extra, **padding(args))
     model = getattr(transformers, model_class)(config)
     model.save_pretrained(args.out)
     if args.spelling == "v4":
         respell_as_transformers4(os.path.join(args.out, "config.json"))
+
+
+def sizes(args):
+    """A larger model than COMMON's, for tests of memory: the sizes given on the command line."""
+    given = dict(num_hidden_layers=args.layers, hidden_size=args.hidden_size, intermediate_size=args.intermediate_size)
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def respell_as_transformers4(path):
@@ -139,6 +145,9 @@ def add_write_command(sub, archs):
     w.add_argument("--arch", required=True, choices=sorted(archs))
     w.add_argument("--out", required=True)
     w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--layers", type=int, default=None, help="num_hidden_layers (default 2)")
+    w.add_argument("--hidden-size", type=int, default=None, help="hidden_size (default 32)")
+    w.add_argument("--intermediate-size", type=int, default=None, help="intermediate_size (default 64)")
     w.add_argument("--spelling", choices=("v5", "v4"), default="v5",
                    help="v4: rewrite config.json in transformers 4's spelling after saving")
     w.add_argument("--pad-token-id", type=int, default=None,

@@ -44,6 +44,9 @@
  * 1.17 pipeline parallelism: loom_context.pipeline_parallel_rank/_size,
  *      loom_model_forward_args.layer_begin/layer_end/hidden_in/hidden_out,
  *      loom_model_attributes.pipeline_layers.
+ * 1.18 loom_host_api.param_created: the host keeps a part of each parameter as it is made.
+ * 1.19 loom_host_api.param_write: a value loaded into a registered parameter as the host keeps
+ *      it (loom_param_write_args).
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -79,7 +82,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 18
+#define LOOM_ABI_MINOR 19
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"
@@ -118,6 +121,8 @@ struct loom_unit_boundary_args;
 struct loom_collective_args;
 /* Defined in loom/model.h (ABI 1.18); for loom_host_api.param_created. */
 struct loom_param_created_args;
+/* Defined in loom/model.h (ABI 1.19); for loom_host_api.param_write. */
+struct loom_param_write_args;
 
 /* Tokens whose target equals this index carry no loss. */
 #define LOOM_IGNORE_INDEX (-100)
@@ -312,6 +317,12 @@ typedef struct loom_host_api {
      only this rank's slice of the value and rebinds the tensor's storage to it, so that no rank
      holds the whole model at any time; otherwise it does nothing. */
   loom_status* (*param_created)(struct loom_param_created_args* args);
+  /* ABI 1.19, torch-linked models only (loom/model.h loom_param_write_args): writes a value
+     into a parameter the model registered earlier in the same create (weights it loads from a
+     file, say), as the host keeps the parameter: while a build keeps a part of each parameter
+     (a slice with shard = "parameters", a pipeline stage's own layers) only that part is
+     written and nothing else is touched; otherwise the whole value is copied. */
+  loom_status* (*param_write)(struct loom_param_write_args* args);
 } loom_host_api;
 
 /* What the entry point returns. Static. */
@@ -345,6 +356,7 @@ LOOM_ABI_OFFSET(loom_host_api, config_has, 12);
 LOOM_ABI_OFFSET(loom_host_api, unit_boundary, 13);
 LOOM_ABI_OFFSET(loom_host_api, tensor_parallel_collective, 14);
 LOOM_ABI_OFFSET(loom_host_api, param_created, 15);
+LOOM_ABI_OFFSET(loom_host_api, param_write, 16);
 LOOM_ABI_OFFSET(loom_component, vtable, 6);
 LOOM_ABI_OFFSET(loom_option_spec, doc, 5);
 LOOM_ABI_OFFSET(loom_context, device, 5);

@@ -81,6 +81,14 @@ typedef struct loom_param_created_args {
                                 handle to it sees that): write to it through the tensor only */
 } loom_param_created_args;
 
+/* (ABI 1.19) The host's param_write (loom/core.h). */
+typedef struct loom_param_write_args {
+  size_t struct_size;
+  const char* name;           /* borrowed for the call; the parameter's registered name */
+  loom_torch_tensor* tensor;  /* borrowed for the call; the parameter as registered */
+  loom_torch_tensor* value;   /* borrowed for the call; its shape, any dtype it converts from */
+} loom_param_write_args;
+
 /* (ABI 1.5) The host's unit_boundary (loom/core.h). */
 typedef enum loom_unit_phase {
   LOOM_UNIT_ENTER = 0, /* input is the unit's input, before its forward */
@@ -292,6 +300,7 @@ LOOM_ABI_OFFSET(loom_collective_args, output, 3);
 LOOM_ABI_OFFSET(loom_collective_args, group, 4);
 LOOM_ABI_OFFSET(loom_unit_boundary_args, input, 3);
 LOOM_ABI_OFFSET(loom_param_created_args, tensor, 2);
+LOOM_ABI_OFFSET(loom_param_write_args, value, 3);
 LOOM_ABI_OFFSET(loom_unit_boundary_args, output, 4);
 LOOM_ABI_OFFSET(loom_model_forward_args, loss_sum, 3);
 LOOM_ABI_OFFSET(loom_model_forward_args, field_count, 5);

@@ -148,6 +148,25 @@ class Model {
     created(params_.back());
     return init;
   }
+  // (ABI 1.19) Writes `value` (the parameter's shape, any dtype) into a parameter this create
+  // registered, weights loaded from a file say: the host writes only the part it keeps of the
+  // parameter (a rank's slice with shard = "parameters", nothing of another pipeline stage's
+  // layer), so loading never brings the whole model back. A host before 1.19: copied whole.
+  static void write_param(const std::string& name, const at::Tensor& param, const at::Tensor& value) {
+    const loom_host_api& api = host();
+    if (!LOOM_STRUCT_HAS(&api, loom_host_api, param_write) || api.param_write == nullptr) {
+      at::NoGradGuard no_grad;
+      at::Tensor(param).copy_(value);
+      return;
+    }
+    loom_param_write_args args{};
+    args.struct_size = sizeof(args);
+    args.name = name.c_str();
+    at::Tensor target = param, source = value;
+    args.tensor = handle(target);
+    args.value = handle(source);
+    check(api.param_write(&args));
+  }
   // Expert parallelism (ABI 1.13, LOOM_PARAM_FLAG_EXPERT): registers expert `expert` of
   // `experts` when this rank computes it (ctx.expert_parallel_rank's equal share, in order) and
   // returns it; otherwise registers nothing and returns an undefined tensor. Initialise `init`

@@ -178,8 +178,14 @@ class HfCausalLm final : public loom::Model {
         if (p.dim >= 0) split[p.name] = {p.dim, p.blocks};
       const loom::formats::TensorPieceSource pieces(source, std::move(split), tp_rank_, tp_size_);
       // The base weights alone: LoRA adapters ([lora]) are new and keep their initialisation.
+      // Each value goes in as the host keeps its parameter (a slice, or nothing of another
+      // pipeline stage's layer), so that loading never holds the whole model.
+      loom::formats::LoadRules writing = rules;
+      writing.write = [](const std::string& name, const at::Tensor& param, const at::Tensor& value) {
+        write_param(name, param, value);
+      };
       const loom::formats::LoadReport report =
-          loom::formats::load_weights(pieces, named_params(LOOM_PARAM_FLAG_ADAPTER), rules);
+          loom::formats::load_weights(pieces, named_params(LOOM_PARAM_FLAG_ADAPTER), writing);
       if (!report.clean())
         loom::log(LOOM_LOG_LEVEL_WARN, "hf_causal_lm",
                   "strict = false: loaded " + std::to_string(report.loaded) + " tensors from " + dir_ + "; " +
