@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/failure.hpp"
+#include "train/cpu_memory.hpp"
 #include "train/init_weights.hpp"
 
 namespace loom {
@@ -96,7 +97,7 @@ std::string FrozenSummary::describe() const {
   return detail.empty() ? out : out + " (" + detail + ")";
 }
 
-FrozenSummary freeze_parameters(ModelInstance& model, const RunPlan& plan) {
+FrozenSummary freeze_parameters(ModelInstance& model, const RunPlan& plan, const std::set<std::string>* dropped) {
   const std::vector<ModelParam> params = model.params();
   const std::string name = model.component().name;
   FrozenSummary out;
@@ -132,50 +133,59 @@ FrozenSummary freeze_parameters(ModelInstance& model, const RunPlan& plan) {
     }
     out.frozen += p.tensor->numel();
     p.tensor->requires_grad_(false);
-    if (bf16 && at::isFloatingType(p.tensor->scalar_type())) p.tensor->set_data(p.tensor->detach().to(at::kBFloat16));
+    if (!bf16 || !at::isFloatingType(p.tensor->scalar_type())) continue;
+    if (dropped && dropped->count(p.name)) p.tensor->set_data(untouched_cpu_tensor(p.tensor->sizes(), at::kBFloat16));
+    else p.tensor->set_data(p.tensor->detach().to(at::kBFloat16));
   }
   if (out.trained == 0)
     throw usage_failure("[model] freeze: every parameter of model " + name + " is frozen, so nothing would train; "
                         "remove a pattern");
-  std::string checksum = frozen_checksum(params, frozen);
+  std::string checksum = dropped ? "" : frozen_checksum(params, frozen);
   model.set_frozen(std::move(frozen), std::move(checksum));
   return out;
 }
 
+void FrozenHasher::mix_bytes(const unsigned char* data, size_t size) {
+  const auto mix = [this](uint64_t word) { state_ = (state_ ^ word) * 0x100000001b3ull; };  // FNV-1a's prime
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, data + i, 8);
+    mix(word);
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, data + i, size - i);
+  mix(tail ^ (uint64_t(size) << 56));
+}
+
+void FrozenHasher::add(const std::string& name, const at::Tensor& value) {
+  const std::string header = name + "|" + c10::toString(value.scalar_type()) + "|" + c10::str(value.sizes());
+  mix_bytes(reinterpret_cast<const unsigned char*>(header.data()), header.size());
+  const at::Tensor values = value.detach().to(at::kCPU).contiguous();
+  mix_bytes(static_cast<const unsigned char*>(values.data_ptr()), values.nbytes());
+}
+
+std::string FrozenHasher::text() const {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(state_));
+  return text;
+}
+
 std::string frozen_checksum(const std::vector<ModelParam>& params, const std::set<std::string>& frozen) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a's offset basis and prime, applied to 8-byte words
-  const auto mix = [&h](uint64_t word) { h = (h ^ word) * 0x100000001b3ull; };
-  const auto mix_bytes = [&](const unsigned char* data, size_t size) {
-    size_t i = 0;
-    for (; i + 8 <= size; i += 8) {
-      uint64_t word;
-      std::memcpy(&word, data + i, 8);
-      mix(word);
-    }
-    uint64_t tail = 0;
-    std::memcpy(&tail, data + i, size - i);
-    mix(tail ^ (uint64_t(size) << 56));
-  };
+  FrozenHasher hash;
   bool any = false;
   for (const ModelParam& p : params) {
     if (!frozen.count(p.name)) continue;
     any = true;
-    const std::string header = p.name + "|" + c10::toString(p.tensor->scalar_type()) + "|" +
-                               c10::str(p.tensor->sizes());
-    mix_bytes(reinterpret_cast<const unsigned char*>(header.data()), header.size());
-    const at::Tensor values = p.tensor->detach().to(at::kCPU).contiguous();
-    mix_bytes(static_cast<const unsigned char*>(values.data_ptr()), values.nbytes());
+    hash.add(p.name, *p.tensor);
   }
-  if (!any) return "";
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
-  return text;
+  return any ? hash.text() : "";
 }
 
 FrozenSummary prepare_model(ModelInstance& model, const RunPlan& plan, const std::set<std::string>* held_elsewhere,
-                            const formats::WriteValue& write) {
+                            const formats::WriteValue& write, const std::set<std::string>* dropped) {
   init_model_weights(model, plan.model_init, plan.lora, plan.registry, held_elsewhere, write);
-  return freeze_parameters(model, plan);
+  return freeze_parameters(model, plan, dropped);
 }
 
 }  // namespace loom

@@ -36,16 +36,33 @@ struct FrozenSummary {
 // their gradients off and, with frozen_dtype = "bf16", stores them in bf16. Throws a usage Failure (exit 2) for a pattern that matches
 // nothing, a [lora] target that matches no adapted layer, bf16 without bf16 autocast, or a
 // model left with nothing to train. Does nothing without freeze patterns or [lora].
-FrozenSummary freeze_parameters(ModelInstance& model, const RunPlan& plan);
+// dropped: parameters whose values the build dropped (other pipeline stages' layers,
+// train/sliced_start.hpp): they stay without pages (bf16 ones too), and the checksum is left
+// for the stages to compute together (chained_frozen_checksum, train/stage_placement.hpp).
+FrozenSummary freeze_parameters(ModelInstance& model, const RunPlan& plan,
+                                const std::set<std::string>* dropped = nullptr);
+
+// The checksum below, one tensor at a time: a stage can hand the state on to the next.
+class FrozenHasher {
+ public:
+  explicit FrozenHasher(uint64_t state = 0xcbf29ce484222325ull) : state_(state) {}  // FNV-1a's offset basis
+  void add(const std::string& name, const at::Tensor& value);  // its dtype, shape and values
+  uint64_t state() const { return state_; }
+  std::string text() const;  // 16 hex digits
+
+ private:
+  void mix_bytes(const unsigned char* data, size_t size);
+  uint64_t state_;
+};
 
 // 64-bit FNV-1a over 8-byte words of the name, dtype, shape and values of every parameter in
 // `frozen`, in registration order, as 16 hex digits: what a checkpoint records instead of them.
 std::string frozen_checksum(const std::vector<ModelParam>& params, const std::set<std::string>& frozen);
 
 // [model] init_from, then freeze_parameters: the model as the run's first step sees it.
-// held_elsewhere and write: init_model_weights'.
+// held_elsewhere and write: init_model_weights'; dropped: freeze_parameters'.
 FrozenSummary prepare_model(ModelInstance& model, const RunPlan& plan,
                             const std::set<std::string>* held_elsewhere = nullptr,
-                            const formats::WriteValue& write = {});
+                            const formats::WriteValue& write = {}, const std::set<std::string>* dropped = nullptr);
 
 }  // namespace loom

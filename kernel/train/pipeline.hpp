@@ -127,9 +127,9 @@ struct Pipeline {
         if (dropped && dropped->count(name)) return;
         if (!slices || !slices->write_owned(name, param, value)) param.copy_(value);
       };
-    if (!elsewhere) return prepare_model(model, c, nullptr, write);
+    if (!elsewhere) return prepare_model(model, c, nullptr, write, dropped);
     const std::set<std::string> names = elsewhere(model);
-    return prepare_model(model, c, &names, write);
+    return prepare_model(model, c, &names, write, dropped);
   }
   // other_stages: under pipeline parallelism, the parameters (trainable or frozen) of the layers
   // other stages run, to give back; nullopt (or no function) when every stage holds the whole model.
@@ -151,10 +151,15 @@ struct Pipeline {
     }
     return spec;
   }
-  // start: what a first build learned, used instead of asking other_stages again.
+  // start: what a first build learned (asked again once the weights are frozen, which must agree).
   static bool give_to_other_stages(ModelInstance& model, const OtherStagesLayers& other_stages, const StageStart& start) {
-    const std::optional<std::set<std::string>> names =
-        start.known ? start.others : other_stages ? other_stages(model) : std::nullopt;
+    if (start.known && !start.others) return false;  // every stage holds the whole model, as logged
+    const std::optional<std::set<std::string>> names = other_stages ? other_stages(model) : std::nullopt;
+    if (start.dropped() && names != start.others)
+      throw runtime_failure("pipeline: model " + model.component().name + "'s first build, which kept no values, "
+                            "placed its layers on the stages otherwise than the build that trains ([lora] and [model] "
+                            "freeze applied); the values it dropped are gone, so this run cannot start cut into "
+                            "stages: please report it");
     if (names) model.give_to_other_stages(*names);
     if (start.dropped()) report_stage_start(start.dropped()->size(), model.params().size());
     return names.has_value();

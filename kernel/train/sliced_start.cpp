@@ -71,11 +71,13 @@ std::string peak_so_far() {
   return peak > 0 ? fmt::format("; peak resident memory so far {:.0f} MiB", mib(peak)) : "";
 }
 
-// Why a first build that keeps no values cannot learn the layout, so that the model is built
-// whole before a part of it is kept: "" when it can.
-std::string why_built_whole(const RunPlan& plan) {
-  if (plan.lora.enabled) return "[lora] freezes the base weights once it is built";
-  if (!plan.model_init.freeze.empty()) return "[model] freeze picks weights once it is built";
+// Why a first build that keeps no values cannot learn what to keep, so that the model is built
+// whole before a part of it is kept: "" when it can. by_layer: the part is a pipeline stage's
+// layers, which frozen weights do not move (a slice of the flat buffers is placed only once
+// [lora] and [model] freeze have taken the frozen weights out).
+std::string why_built_whole(const RunPlan& plan, bool by_layer) {
+  if (plan.lora.enabled && !by_layer) return "[lora] freezes the base weights once it is built";
+  if (!plan.model_init.freeze.empty() && !by_layer) return "[model] freeze picks weights once it is built";
   const PluginRecord* plugin = plan.model.component ? plan.model.component->plugin : nullptr;
   if (plugin && plugin->abi_minor < kParamCreatedMinor)
     return fmt::format("model {}'s plugin was built against Loom ABI 1.{}, before models told the host of each "
@@ -90,7 +92,7 @@ std::unique_ptr<FlatParams> sliced_start_layout(const RunPlan& plan, const RunCo
   if (spec.mode != ShardMode::parameters || spec.world_size <= 1 || model_run.device != "cpu" ||
       model_run.pipeline_parallel_size > 1)
     return nullptr;  // not sharded here, or refused later by name
-  if (const std::string why = why_built_whole(plan); !why.empty()) {
+  if (const std::string why = why_built_whole(plan, false); !why.empty()) {
     spdlog::info("[distributed] shard = \"parameters\": every rank builds the model whole before keeping its slice: {}",
                  why);
     return nullptr;
@@ -104,7 +106,8 @@ std::unique_ptr<FlatParams> sliced_start_layout(const RunPlan& plan, const RunCo
 StageStart stage_start_layers(const RunPlan& plan, const RunContext& model_run, const OtherStagesLayers& other_stages) {
   if (model_run.pipeline_parallel_size <= 1 || !other_stages) return {};
   // Dropped values are rebound to CPU mappings that hold no pages; a device has none such.
-  const std::string why = model_run.device != "cpu" ? "a build that keeps no values runs on the CPU only" : why_built_whole(plan);
+  const std::string why =
+      model_run.device != "cpu" ? "a build that keeps no values runs on the CPU only" : why_built_whole(plan, true);
   if (!why.empty()) {
     spdlog::info("pipeline: every stage builds the model whole before giving the other stages' layers back: {}", why);
     return {};

@@ -13,7 +13,8 @@
 // Pipeline stages ([distributed] pipeline_parallel = P > 1) start the same way: a first build
 // learns which parameters belong to the layers other stages run (loom_param_view.unit), and the
 // second drops those as the model makes them, so a stage's memory at the start is its own layers,
-// what lies outside layers and the largest single parameter (train/stage_placement.hpp).
+// what lies outside layers and the largest single parameter (train/stage_placement.hpp); with
+// frozen weights the stages then compute their checksum together (use_chained_frozen_checksum).
 #pragma once
 
 #include <functional>
@@ -48,9 +49,10 @@ struct StageStart {
   const std::set<std::string>* dropped() const { return known && others ? &*others : nullptr; }
 };
 
-// The first build of a pipeline stage: the same conditions as a sliced start (on the CPU, nothing
-// frozen, a model built against ABI 1.18), with an info line saying why where they fail (and
-// known left false, so that the stage builds the model whole and gives the rest back after).
+// The first build of a pipeline stage: on the CPU, for a model built against ABI 1.18 ([lora]
+// and [model] freeze too: the stages then compute the frozen weights' checksum together), with
+// an info line saying why where that fails (and known left false, so that the stage builds the
+// model whole and gives the rest back after).
 StageStart stage_start_layers(const RunPlan& plan, const RunContext& model_run, const OtherStagesLayers& other_stages);
 
 // The info line of a stage so built: how many of the model's parameters it dropped, and the

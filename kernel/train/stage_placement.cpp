@@ -16,6 +16,8 @@ const std::string kModel = "model/";
 const std::string kOptimizer = "optimizer/";
 // Tags of the save's messages: above any training message's (micro-batch x stage x 4).
 constexpr int kFirstGatherTag = 1 << 28;
+// The frozen checksum's hand-overs, at the start: below the save's.
+constexpr int kFirstChecksumTag = 1 << 27;
 
 std::string group_key(const at::Tensor& t) { return t.device().str() + "/" + std::string(c10::toString(t.scalar_type())); }
 
@@ -37,7 +39,8 @@ std::string why_stages_hold_whole_model(const RunPlan& plan, ModelInstance& mode
   const DistributedSettings& d = plan.distributed;
   if (d.shard == "parameters") return "shard = \"parameters\" with stages holding their own layers is not built";
   const std::vector<ModelParam> all_params = model.params();
-  const bool any_frozen = std::any_of(all_params.begin(), all_params.end(), [](const ModelParam& p) { return p.frozen; });
+  // From the plan, not the model's marks: a stage's first build asks before anything is frozen.
+  const bool any_frozen = plan.lora.enabled || !plan.model_init.freeze.empty();
   if (d.tensor_parallel > 1 && any_frozen)  // their checksum is of whole weights, gathered over the tensor group
     return "tensor_parallel > 1 with frozen weights ([lora], [model] freeze) and stages holding their own layers is "
            "not built";
@@ -64,6 +67,35 @@ std::set<std::string> other_stages_layers(ModelInstance& model, const std::vecto
     if (stage_of_layer[static_cast<size_t>(param.unit)] != stage) out.insert(param.name);
   }
   return out;
+}
+
+void use_chained_frozen_checksum(ModelInstance& model, Communicator& pipeline, const std::vector<int>& stage_of_layer) {
+  const int stage = pipeline.rank();
+  FrozenHasher hash;
+  std::set<std::string> frozen;
+  int holder = 0, hand_overs = 0;
+  at::Tensor state = at::zeros({1}, at::kLong);  // the hash's 64 bits, as one int64
+  for (const ModelParam& param : model.params()) {
+    if (!param.frozen) continue;
+    frozen.insert(param.name);
+    const bool in_layer = param.unit >= 0 && !(param.flags & LOOM_PARAM_FLAG_SPARSE_ROWS);
+    const int owner = in_layer ? stage_of_layer.at(static_cast<size_t>(param.unit)) : holder;
+    if (owner != holder) {
+      const int tag = kFirstChecksumTag + hand_overs++;
+      if (stage == holder) pipeline.start_send(at::full({1}, static_cast<int64_t>(hash.state()), at::kLong), owner, tag);
+      if (stage == owner) {
+        pipeline.receive(state, holder, tag);
+        hash = FrozenHasher(static_cast<uint64_t>(state.item<int64_t>()));
+      }
+      holder = owner;
+    }
+    if (stage == holder) hash.add(param.name, *param.tensor);
+  }
+  pipeline.wait_sends();
+  if (frozen.empty()) return;
+  state.fill_(stage == holder ? static_cast<int64_t>(hash.state()) : 0);  // the others add zeros
+  pipeline.allreduce_sum(state);
+  model.set_frozen(std::move(frozen), FrozenHasher(static_cast<uint64_t>(state.item<int64_t>())).text());
 }
 
 StagePlacement::StagePlacement(Pipeline& p, Communicator& pipeline, std::vector<int> stage_of_layer)

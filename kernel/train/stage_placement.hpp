@@ -49,6 +49,13 @@ std::string why_stages_hold_whole_model(const RunPlan& plan, ModelInstance& mode
 // pipeline rank that runs layer l (train/stage_runner.hpp stage_of_each_layer).
 std::set<std::string> other_stages_layers(ModelInstance& model, const std::vector<int>& stage_of_layer, int stage);
 
+// The frozen weights' checksum as one process computes it (train/frozen_params.hpp) when each
+// stage holds its own layers' frozen weights only: the hash's state travels along the pipeline
+// in registration order, each stage adding the frozen tensors it holds (what lies outside layers
+// by the stage holding the state then), and every stage gets the result, which it sets on the
+// model. Every rank of the pipeline calls it at the same point.
+void use_chained_frozen_checksum(ModelInstance& model, Communicator& pipeline, const std::vector<int>& stage_of_layer);
+
 class StagePlacement {
  public:
   // Every stage builds it once its flat buffers exist; pipeline: the ranks of one pipeline (a

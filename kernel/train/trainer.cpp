@@ -107,6 +107,8 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
     if (p_->stage_layers) {
       stage_placement_ = std::make_unique<StagePlacement>(*p_, *mesh_groups_->pipeline(), stage_of_layer_);
       spdlog::info("pipeline: this stage holds {}", stage_placement_->describe());
+      // A stage that dropped the others' layers as they were made could not hash them alone.
+      if (p_->frozen.frozen > 0) use_chained_frozen_checksum(p_->model, *mesh_groups_->pipeline(), stage_of_layer_);
     }
   }
   if (tensor_parallel_) {
