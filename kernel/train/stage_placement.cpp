@@ -6,6 +6,7 @@
 
 #include "base/failure.hpp"
 #include "train/run_state.hpp"
+#include "train/tensor_parallel_checkpoint.hpp"
 #include "train/sparse_table_updates.hpp"
 
 namespace loom {
@@ -38,13 +39,7 @@ std::vector<std::string> keys_in_order(const std::vector<ModelParam>& params, bo
 std::string why_stages_hold_whole_model(const RunPlan& plan, ModelInstance& model) {
   const DistributedSettings& d = plan.distributed;
   if (d.shard == "parameters") return "shard = \"parameters\" with stages holding their own layers is not built";
-  const std::vector<ModelParam> all_params = model.params();
-  // From the plan, not the model's marks: a stage's first build asks before anything is frozen.
-  const bool any_frozen = plan.lora.enabled || !plan.model_init.freeze.empty();
-  if (d.tensor_parallel > 1 && any_frozen)  // their checksum is of whole weights, gathered over the tensor group
-    return "tensor_parallel > 1 with frozen weights ([lora], [model] freeze) and stages holding their own layers is "
-           "not built";
-  const std::vector<ModelParam> params = dense_params(all_params);
+  const std::vector<ModelParam> params = dense_params(model.params());
   const bool any_layer = std::any_of(params.begin(), params.end(), [](const ModelParam& p) { return p.unit >= 0; });
   if (!any_layer) return "model " + model.component().name + " declares no parameter's layer (loom_param_view.unit)";
   // The optimizer's groups line up with one process's when what trains outside layers spans its
@@ -69,7 +64,8 @@ std::set<std::string> other_stages_layers(ModelInstance& model, const std::vecto
   return out;
 }
 
-void use_chained_frozen_checksum(ModelInstance& model, Communicator& pipeline, const std::vector<int>& stage_of_layer) {
+void use_chained_frozen_checksum(ModelInstance& model, Communicator& pipeline, const std::vector<int>& stage_of_layer,
+                                 Communicator* tensor_group) {
   const int stage = pipeline.rank();
   FrozenHasher hash;
   std::set<std::string> frozen;
@@ -89,7 +85,9 @@ void use_chained_frozen_checksum(ModelInstance& model, Communicator& pipeline, c
       }
       holder = owner;
     }
-    if (stage == holder) hash.add(param.name, *param.tensor);
+    if (stage != holder) continue;
+    // The same tensor on every rank of the stage's tensor group, which all hash it whole.
+    hash.add(param.name, tensor_group && param.split.dim >= 0 ? whole_param(param, *tensor_group) : *param.tensor);
   }
   pipeline.wait_sends();
   if (frozen.empty()) return;

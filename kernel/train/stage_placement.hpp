@@ -38,11 +38,10 @@
 namespace loom {
 
 // Why the stages of this run hold the whole model rather than their own layers, or "" when they
-// can hold their own: what is not built with it yet (ZeRO-3, tensor parallelism with frozen
-// weights), or a
-// model whose trainable parameters outside layers do not span every dtype its layers use (the
-// optimizer's groups would then not line up with one process's; none at all is fine when the
-// layers are of one dtype, as LoRA's adapters are).
+// can hold their own: what is not built with it yet (ZeRO-3), a model that declares no layer of
+// its parameters, or a model whose trainable parameters outside layers do not span every dtype
+// its layers use (the optimizer's groups would then not line up with one process's; none at all
+// is fine when the layers are of one dtype, as LoRA's adapters are).
 std::string why_stages_hold_whole_model(const RunPlan& plan, ModelInstance& model);
 
 // The parameters of the layers other stages run, trainable or frozen: stage_of_layer[l] is the
@@ -53,8 +52,10 @@ std::set<std::string> other_stages_layers(ModelInstance& model, const std::vecto
 // stage holds its own layers' frozen weights only: the hash's state travels along the pipeline
 // in registration order, each stage adding the frozen tensors it holds (what lies outside layers
 // by the stage holding the state then), and every stage gets the result, which it sets on the
-// model. Every rank of the pipeline calls it at the same point.
-void use_chained_frozen_checksum(ModelInstance& model, Communicator& pipeline, const std::vector<int>& stage_of_layer);
+// model. Every rank of the pipeline calls it at the same point. tensor_group: under tensor
+// parallelism, over which a stage's split weights are gathered whole to be hashed (null without).
+void use_chained_frozen_checksum(ModelInstance& model, Communicator& pipeline, const std::vector<int>& stage_of_layer,
+                                 Communicator* tensor_group);
 
 class StagePlacement {
  public:

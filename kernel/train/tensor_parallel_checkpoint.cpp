@@ -71,6 +71,10 @@ std::map<std::string, at::Tensor> gather_split_params(Pipeline& p, Communicator&
   return out;
 }
 
+at::Tensor whole_param(const ModelParam& param, Communicator& tensor_group) {
+  return gather_whole(param.tensor->detach(), param.split, tensor_group, param.name);
+}
+
 void use_whole_frozen_checksum(Pipeline& p, Communicator& tensor_group) {
   std::vector<ModelParam> params = p.model.params();
   std::vector<at::Tensor> whole;  // the gathered tensors the copies below point at

@@ -35,6 +35,10 @@ void gather_whole_tensors(Snapshot& s, Pipeline& p, Communicator& tensor_group, 
 // every rank of the tensor group calls this once, before training, and the model gets it.
 void use_whole_frozen_checksum(Pipeline& p, Communicator& tensor_group);
 
+// A split parameter made whole (the group's pieces in rank order); every rank of the tensor
+// group calls it for the same parameter.
+at::Tensor whole_param(const ModelParam& param, Communicator& tensor_group);
+
 // What each part of a sharded save of a tensor-parallel run says of the split, under the
 // metadata key "tensor_parallel" (checkpoint/sharded_checkpoint.hpp): {"size", "rank",
 // "split": {parameter: dimension, or {"dim", "blocks"}}} (checkpoint/tensor_pieces.hpp).

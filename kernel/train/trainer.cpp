@@ -108,13 +108,15 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
       stage_placement_ = std::make_unique<StagePlacement>(*p_, *mesh_groups_->pipeline(), stage_of_layer_);
       spdlog::info("pipeline: this stage holds {}", stage_placement_->describe());
       // A stage that dropped the others' layers as they were made could not hash them alone.
-      if (p_->frozen.frozen > 0) use_chained_frozen_checksum(p_->model, *mesh_groups_->pipeline(), stage_of_layer_);
+      if (p_->frozen.frozen > 0)
+        use_chained_frozen_checksum(p_->model, *mesh_groups_->pipeline(), stage_of_layer_,
+                                    tensor_parallel_ ? &tensor_parallel_->group() : nullptr);
     }
   }
   if (tensor_parallel_) {
     TensorParallel::check_model_splits(p_->model.params(), p_->model.component().name, mesh_.tensor);
     whole_params_ = TensorParallel::whole_params(dense_params(p_->model.params()));
-    if (p_->frozen.frozen > 0) use_whole_frozen_checksum(*p_, tensor_parallel_->group());
+    if (p_->frozen.frozen > 0 && !stage_placement_) use_whole_frozen_checksum(*p_, tensor_parallel_->group());
   }
   if (experts > 1) {  // each rank holds its experts only
     experts_ = std::make_unique<ExpertPlacement>(*p_, *mesh_groups_->experts());

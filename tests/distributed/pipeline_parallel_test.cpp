@@ -194,7 +194,7 @@ TEST_CASE("gpt (learned positions, tied output layer) over 2 stages gives one pr
   check_same_run(train_micro(m, "w1", {1}), train_micro(m, "p2", stages_of(2, 2)));
 }
 
-TEST_CASE("hf_causal_lm on a Qwen3 folder (q/k norms, head_dim, untied output layer) over 2 stages gives one process's run, with and without LoRA") {
+TEST_CASE("hf_causal_lm on a Qwen3 folder (q/k norms, head_dim, untied output layer) over 2 stages gives one process's run, with and without LoRA (also with tensor parallelism)") {
   const fs::path dir = loom_test::tmp_dir("pp-qwen3");
   const fs::path folder = write_hf_folder(dir, "qwen3", "qwen3");
   const std::string m = manifest(dir, "[model]\nuse = \"hf_causal_lm\"\nfrom = \"" + folder.string() + "\"\nseq_len = 16\n");
@@ -228,6 +228,19 @@ TEST_CASE("hf_causal_lm on a Qwen3 folder (q/k norms, head_dim, untied output la
   train_micro(lora, "lora1-hashed", {1}, hashed);
   check_close(after_step_10(lora1),
               resumed_losses(lora, "lora2-from-hashed", stages_of(2, 2), "lora1-hashed", " --set run.grad_accum=4" + hashed, 1),
+              1e-5);
+  // With tensor parallelism too (P x T = 2 x 2): each stage holds its layers' pieces, frozen ones
+  // included, and hashes its split frozen weights whole over its tensor group.
+  const Logged lora2x2 = train_micro(lora, "lora2x2", stages_of(4, 2, 2), hashed);
+  check_close(lora1.loss, lora2x2.loss, 1e-5);
+  CHECK(loom_test::contains(loom_test::read_file(dir / "lora2x2" / "logs" / "rank-3.log"),
+                            "pipeline: this stage was built with its own layers only"));
+  check_tensors_close(exported_weights(dir / "lora1" / "hf" / "step-20"),
+                      exported_weights(dir / "lora2x2" / "hf" / "step-20"), 1e-5);
+  check_close(after_step_10(lora1),
+              resumed_losses(lora, "lora1-from-2x2", {1}, "lora2x2", " --set run.grad_accum=4" + hashed, 1), 1e-5);
+  check_close(after_step_10(lora1),
+              resumed_losses(lora, "lora2x2-from-1", stages_of(4, 2, 2), "lora1", " --set run.grad_accum=4" + saved, 1),
               1e-5);
 }
 
