@@ -94,7 +94,13 @@ const HostTable<RunSettings>& run_table() {
        option("peak_flops", &S::peak_flops,
               "FLOP/s of one rank's device that MFU is measured against (with several ranks, against their "
               "sum). 0: on a GPU the table knows (H100, H200, A100) its datasheet's dense peak for run.precision, "
-              "elsewhere a GEMM in that precision measured at start.")}};
+              "elsewhere a GEMM in that precision measured at start."),
+       option("gpu_memory_gib", &S::gpu_memory_gib,
+              "Cap LibTorch's CUDA caching allocator at this many GiB per process "
+              "(torch.cuda.set_per_process_memory_fraction), so that a large GPU stands in for a smaller one; "
+              "running out under it (or without it) stops the run with one line naming what held the memory. 0: "
+              "no cap. CUDA only: refused on the CPU, and above the device's memory. Not yet run on a GPU.",
+              {at_least(0.0)})}};
   return table;
 }
 

@@ -41,6 +41,28 @@ int64_t cuda_peak_allocated_bytes(const at::Device& device) {
   return -1;
 }
 
+int64_t cuda_total_bytes(const at::Device& device) {
+#ifdef LOOM_WITH_CUDA
+  size_t free = 0, total = 0;
+  if (device.is_cuda() && cudaSetDevice(index_of(device)) == cudaSuccess && cudaMemGetInfo(&free, &total) == cudaSuccess)
+    return static_cast<int64_t>(total);
+#endif
+  (void)device;
+  return -1;
+}
+
+bool cap_cuda_memory(const at::Device& device, double fraction) {
+#ifdef LOOM_WITH_CUDA
+  if (!device.is_cuda()) return false;
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, index_of(device));
+  return true;
+#else
+  (void)device;
+  (void)fraction;
+  return false;
+#endif
+}
+
 bool cuda_sync_check_requested() {
   static const bool requested = [] {
     const char* value = std::getenv("LOOM_CUDA_SYNC_CHECK");

@@ -21,6 +21,14 @@ std::string cuda_device_name(const at::Device& device);
 // began (torch.cuda.max_memory_allocated), in bytes; -1 when unknown.
 int64_t cuda_peak_allocated_bytes(const at::Device& device);
 
+// The device's memory in bytes as the driver gives it (cudaMemGetInfo's total), or -1 when unknown.
+int64_t cuda_total_bytes(const at::Device& device);
+
+// Caps LibTorch's caching allocator on device at this share of its memory
+// (torch.cuda.set_per_process_memory_fraction): an allocation past it fails as if the device
+// were that small. False where Loom was built without the CUDA toolkit.
+bool cap_cuda_memory(const at::Device& device, double fraction);
+
 // Whether LOOM_CUDA_SYNC_CHECK=1 asks for the check. Where Loom was built without the CUDA
 // toolkit the check cannot run, and the run says so once.
 bool cuda_sync_check_requested();

@@ -20,6 +20,27 @@
 
 namespace loom {
 
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// run.gpu_memory_gib on a CUDA device (check_run_plan refused it elsewhere).
+void cap_device_memory(double gib, const at::Device& device) {
+  const int64_t total = cuda_total_bytes(device);
+  if (total <= 0)
+    throw usage_failure("[run] gpu_memory_gib = " + fmt::format("{:g}", gib) + ": this host cannot read " +
+                        device.str() + "'s memory (built without the CUDA toolkit?); remove gpu_memory_gib");
+  const double fraction = gib * kGiB / static_cast<double>(total);
+  if (fraction > 1.0)
+    throw usage_failure(fmt::format("[run] gpu_memory_gib = {:g}: {} has {:.1f} GiB; set at most that, or 0 for no cap",
+                                    gib, device.str(), static_cast<double>(total) / kGiB));
+  cap_cuda_memory(device, fraction);
+  spdlog::info("run.gpu_memory_gib = {:g}: LibTorch's caching allocator may hold {:.1f} of {}'s {:.1f} GiB", gib, gib,
+               device.str(), static_cast<double>(total) / kGiB);
+}
+
+}  // namespace
+
 void apply_run_settings(const RunSettings& run, const at::Device& device, int local_ranks) {
   set_low_priority_helpers(run.low_priority_helpers);
   spdlog::info("{}", configure_cpu_threads(run.threads, local_ranks));
@@ -27,6 +48,7 @@ void apply_run_settings(const RunSettings& run, const at::Device& device, int lo
   apply_determinism(run.deterministic);
   apply_precision(run.precision, device);
   spdlog::info("device {} ({}), precision {}", device.str(), run.device, precision_name(run.precision));
+  if (run.gpu_memory_gib > 0) cap_device_memory(run.gpu_memory_gib, device);
   at::manual_seed(static_cast<uint64_t>(run.seed));
 }
 
@@ -36,6 +58,10 @@ bool uses_nccl(const DistributedSettings& distributed, const at::Device& device)
 
 void check_run_plan(const RunPlan& plan, const DistEnv& env) {
   const at::Device device = resolve_device(plan.run.device, env.local_rank, plan.run.device_at);
+  if (plan.run.gpu_memory_gib > 0 && !device.is_cuda())
+    throw usage_failure(fmt::format("[run] gpu_memory_gib = {:g} caps CUDA's memory, but this run is on {}; remove it "
+                                    "or set run.device = \"cuda\"",
+                                    plan.run.gpu_memory_gib, device.str()));
   check_pipeline_parallel(plan.distributed);  // before the mesh: a combination not built is the clearer line
   make_device_mesh(env.world_size, env.rank, static_cast<int>(plan.distributed.tensor_parallel),
                    static_cast<int>(plan.distributed.sequence_parallel),

@@ -33,6 +33,7 @@ struct RunSettings {
   bool low_priority_helpers = true;  // helper threads give way to the step
   bool cpu_memory_cache = true;
   double peak_flops = 0.0;          // 0: measure
+  double gpu_memory_gib = 0.0;      // CUDA's caching allocator capped at this (train/factories.cpp); 0: no cap
 };
 
 // [distributed]: how ranks talk (the ranks themselves come from the launcher's variables).

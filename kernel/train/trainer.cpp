@@ -13,6 +13,7 @@
 #include "base/writer_guard.hpp"
 #include "train/cpu_memory.hpp"
 #include "train/cuda_probe.hpp"
+#include "train/memory_report.hpp"
 #include "train/device.hpp"
 #include "train/trainer_loop.hpp"
 
@@ -229,17 +230,27 @@ TrainSummary Trainer::run() {
   } catch (const FolderLost&) {
     throw;  // another run writes the folder now: no hook or tracker may record this run's end there
   } catch (const Failure& f) {
-    events_->fire_exception(state_view(), f.what());
-    finish_trackers_after_failure(f.what());
+    // A plugin's allocation that failed on the device (its status carries LibTorch's words).
+    const std::string message = device_.is_cuda() && is_device_out_of_memory(f.what()) ? out_of_memory(f.what()) : f.what();
+    events_->fire_exception(state_view(), message.c_str());
+    finish_trackers_after_failure(message);
+    if (message != f.what()) throw runtime_failure(message);
     throw;
   } catch (const c10::Error& e) {
-    const std::string message = std::string("LibTorch error: ") + e.what_without_backtrace();
+    const std::string what = e.what_without_backtrace();
+    const std::string message = device_.is_cuda() && is_device_out_of_memory(what) ? out_of_memory(what)
+                                                                                    : "LibTorch error: " + what;
     events_->fire_exception(state_view(), message.c_str());
     finish_trackers_after_failure(message);
     throw runtime_failure(message);
   }
   summary_.seconds = seconds_since(started);
   return summary_;
+}
+
+std::string Trainer::out_of_memory(const std::string& cause) {
+  return out_of_memory_line(device_.str(), progress_.step + 1, settings_.gpu_memory_gib, held_bytes(),
+                            cuda_peak_allocated_bytes(device_), cause);
 }
 
 void Trainer::check_not_diverged() {
@@ -264,7 +275,7 @@ void Trainer::finish_trackers_after_failure(const std::string& message) noexcept
   }
 }
 
-void Trainer::log_state_bytes() {
+HeldBytes Trainer::held_bytes() {
   int64_t params = 0, grads = 0, state = 0;
   for (const at::Tensor& buffer : p_->flat.param_buffers()) params += static_cast<int64_t>(buffer.nbytes());
   grads = params;
@@ -284,11 +295,17 @@ void Trainer::log_state_bytes() {
   int64_t frozen = 0;  // outside the flat buffers, whole on every rank
   for (const ModelParam& param : p_->model.params())
     if (param.frozen) frozen += static_cast<int64_t>(param.tensor->nbytes());
+  return {params, grads, state, frozen};
+}
+
+void Trainer::log_state_bytes() {
+  const HeldBytes held = held_bytes();
   const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
   const int64_t peak = device_.is_cpu() ? peak_resident_bytes() : -1;
   spdlog::info("held per rank between steps: parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer state {:.1f} MiB"
                "{} (shard {}, {} rank{}){}",
-               mib(params), mib(grads), mib(state), frozen > 0 ? fmt::format(", frozen weights {:.1f} MiB", mib(frozen)) : "",
+               mib(held.parameters), mib(held.gradients), mib(held.optimizer_state),
+               held.frozen > 0 ? fmt::format(", frozen weights {:.1f} MiB", mib(held.frozen)) : "",
                shard_mode_name(p_->flat.shard().mode), world_size(), world_size() == 1 ? "" : "s",
                peak > 0 ? fmt::format("; this process's peak resident memory so far {:.0f} MiB", mib(peak)) : "");
 }

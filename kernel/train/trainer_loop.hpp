@@ -16,6 +16,7 @@
 #include "train/events.hpp"
 #include "train/expert_placement.hpp"
 #include "train/factories.hpp"
+#include "train/memory_report.hpp"
 #include "train/log_window.hpp"
 #include "train/model_metrics.hpp"
 #include "train/periodic_export.hpp"
@@ -57,6 +58,10 @@ class Trainer {
   // What each rank holds for the model between steps, so the effect of [distributed] shard
   // shows in the first lines of a run (tools/bench/shard_bench reads them).
   void log_state_bytes();
+  // What this rank holds between steps (the "held per rank" line, out_of_memory's).
+  HeldBytes held_bytes();
+  // The one line a run stops with when a CUDA allocation failed (train/memory_report.hpp).
+  std::string out_of_memory(const std::string& cause);
 
   // One optimizer step (progress_.step + 1); returns the hooks' merged requests.
   loom_control train_step(Prefetcher& prefetch);

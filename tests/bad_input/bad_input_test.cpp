@@ -233,6 +233,16 @@ TEST_CASE("run.precision and run.device: exit 2, the --set that named them and t
   }
 }
 
+TEST_CASE("run.gpu_memory_gib on the CPU: exit 2 before the run folder is written, naming the device and the fix") {
+  const Case c = manifest("gpu-memory-cpu", "");
+  const std::string line =
+      one_error(host("run " + c.manifest.string() + " --set run.device=\\\"cpu\\\" --set run.gpu_memory_gib=40"), 2);
+  CHECK(contains(line, "[run] gpu_memory_gib = 40 caps CUDA's memory, but this run is on cpu"));
+  CHECK(contains(line, "set run.device = \"cuda\""));
+  CHECK_FALSE(fs::exists(run_dir(c.dir)));
+  CHECK(contains(one_error(host("run " + c.manifest.string() + " --set run.gpu_memory_gib=-1"), 2), "gpu_memory_gib"));
+}
+
 TEST_CASE("each command takes its own flags: others are refused, and COMMAND --help is that command's") {
   const Case c = manifest("command-flags", "");
   const std::string line = one_error(host("plugins --set run.steps=5"), 2);

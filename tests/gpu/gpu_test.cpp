@@ -8,6 +8,8 @@
 //   - a checkpoint written on the GPU resumes on the CPU, and the CPU's on the GPU
 //   - exact resume on the GPU (run.deterministic): interrupted and resumed = uninterrupted
 //   - two pipeline stages sharing the GPU over Gloo train as one GPU process (never run on a GPU yet)
+//   - run.gpu_memory_gib: a run that fits under the cap trains; one that does not stops with the
+//     line naming what held the memory (never run on a GPU yet)
 //   - the NCCL collective at world size 1
 //   - steps that do not log never make the host wait for the GPU (LOOM_CUDA_SYNC_CHECK)
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -135,6 +137,25 @@ TEST_CASE("two pipeline stages sharing one GPU over Gloo give one GPU process's 
   REQUIRE(two.size() == one.size());
   for (size_t i = 0; i < one.size(); ++i)  // the same kernels on the same device; the sum adds zeros
     CHECK_MESSAGE(std::abs(two[i] - one[i]) <= 1e-5 * std::abs(one[i]), "step " << i + 1);
+}
+
+TEST_CASE("run.gpu_memory_gib caps the device: under the cap a run trains, past it one line names what held the memory") {
+  const fs::path dir = loom_test::tmp_dir("gpu-memory-cap");
+  const std::string sets = " --set run.steps=3 --set run.device=\"cuda:0\" --set run.precision=\"fp32\"";
+  const auto fits = run_host("run " + kGptTiny + " --set run.dir=\"" + dir.string() + "\" --set run.name=fits" + sets +
+                             " --set run.gpu_memory_gib=4");
+  REQUIRE_MESSAGE(fits.code == 0, fits.err);
+  CHECK(loom_test::contains(fits.err, "run.gpu_memory_gib = 4: LibTorch's caching allocator may hold 4.0 of"));
+  // 128 rows of 1024 positions, 256 wide: each activation a layer keeps is 128 MiB in fp32,
+  // and the two layers keep about 16 of them, past a 1 GiB cap that the weights (2 MiB) and
+  // AdamW's state leave almost whole.
+  const auto r = run_host("run " + kGptTiny + " --set run.dir=\"" + dir.string() + "\" --set run.name=past" + sets +
+                          " --set run.gpu_memory_gib=1 --set data.batch_size=128 --set data.seq_len=1024 "
+                          "--set model.seq_len=1024 --set model.n_embd=256");
+  CHECK(r.code == 1);  // a runtime failure (README "Exit codes")
+  CHECK_MESSAGE(loom_test::contains(r.err, "CUDA ran out of memory on cuda:0 during step 1 (run.gpu_memory_gib = 1)"), r.err);
+  CHECK(loom_test::contains(r.err, "held between steps: parameters "));
+  CHECK(loom_test::contains(r.err, "raise run.gpu_memory_gib"));
 }
 
 TEST_CASE("the NCCL collective at world size 1") {

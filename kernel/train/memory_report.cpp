@@ -1,0 +1,36 @@
+#include "train/memory_report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace loom {
+namespace {
+
+double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+}  // namespace
+
+bool is_device_out_of_memory(const std::string& message) {
+  return message.find("CUDA out of memory") != std::string::npos;
+}
+
+std::string out_of_memory_line(const std::string& device, int64_t step, double cap_gib, const HeldBytes& held,
+                               int64_t peak_bytes, const std::string& cause) {
+  std::string out = fmt::format("CUDA ran out of memory on {} during step {}{}: held between steps: parameters {:.2f} "
+                                "GiB, gradients {:.2f} GiB, optimizer state {:.2f} GiB",
+                                device, step, cap_gib > 0 ? fmt::format(" (run.gpu_memory_gib = {:g})", cap_gib) : "",
+                                gib(held.parameters), gib(held.gradients), gib(held.optimizer_state));
+  if (held.frozen > 0) out += fmt::format(", frozen weights {:.2f} GiB", gib(held.frozen));
+  if (peak_bytes > 0)
+    out += fmt::format("; the allocator's peak was {:.2f} GiB, so the step's activations and workspace took about "
+                       "{:.2f} GiB more",
+                       gib(peak_bytes), gib(std::max<int64_t>(peak_bytes - held.total(), 0)));
+  out += ". Lower data.batch_size or the sequence length, set [model] activation_checkpointing, shard the state "
+         "([distributed] shard), or ";
+  out += cap_gib > 0 ? "raise run.gpu_memory_gib" : "use a larger device";
+  const std::string first_line = cause.substr(0, cause.find('\n'));
+  return out + " (LibTorch: " + first_line + ")";
+}
+
+}  // namespace loom
