@@ -8,6 +8,8 @@
 //   - a checkpoint written on the GPU resumes on the CPU, and the CPU's on the GPU
 //   - exact resume on the GPU (run.deterministic): interrupted and resumed = uninterrupted
 //   - two pipeline stages sharing the GPU over Gloo train as one GPU process (never run on a GPU yet)
+//   - data parallelism, ZeRO-1 and 2, tensor and sequence parallelism with 2 ranks sharing the GPU
+//     over Gloo give one GPU process's losses (never run on a GPU yet)
 //   - run.gpu_memory_gib: a run that fits under the cap trains; one that does not stops with the
 //     line naming what held the memory (never run on a GPU yet)
 //   - the NCCL collective at world size 1
@@ -137,6 +139,33 @@ TEST_CASE("two pipeline stages sharing one GPU over Gloo give one GPU process's 
   REQUIRE(two.size() == one.size());
   for (size_t i = 0; i < one.size(); ++i)  // the same kernels on the same device; the sum adds zeros
     CHECK_MESSAGE(std::abs(two[i] - one[i]) <= 1e-5 * std::abs(one[i]), "step " << i + 1);
+}
+
+TEST_CASE("2 ranks sharing one GPU over Gloo give one GPU process's losses: data parallel, ZeRO-1 and 2, tensor and sequence parallel") {
+  // Gloo, since NCCL refuses two ranks on one device; deterministic kernels, so that the one
+  // process's run is a fixed reference. 16 rows a step in every layout: 8 a data rank, or the
+  // same 16 on both ranks of a tensor or sequence group.
+  const fs::path dir = loom_test::tmp_dir("gpu-layouts");
+  const std::string sets = " --set run.steps=10 --set run.log_every=1 --set run.precision=\"fp32\" "
+                           "--set run.device=\"cuda:0\" --set run.deterministic=true";
+  const auto one = train(kGptTiny, "one", sets + " --set data.batch_size=16", dir);
+  const std::pair<const char*, const char*> layouts[] = {
+      {"data", " --set data.batch_size=8"},
+      {"zero1", " --set data.batch_size=8 --set distributed.shard=\"optimizer\""},
+      {"zero2", " --set data.batch_size=8 --set distributed.shard=\"gradients\""},
+      {"tensor", " --set data.batch_size=16 --set distributed.tensor_parallel=2"},
+      {"sequence", " --set data.batch_size=16 --set distributed.sequence_parallel=2"}};
+  for (const auto& [name, layout] : layouts) {
+    CAPTURE(name);
+    const auto r = run_host("launch --nproc-per-node 2 -- run " + kGptTiny + " --set run.dir=\"" + dir.string() +
+                            "\" --set run.name=" + name + sets + layout + " --set distributed.backend=\"gloo\"");
+    CHECK_MESSAGE(r.code == 0, r.err);
+    if (r.code != 0) continue;
+    const auto two = loom_test::logged_losses(dir / name);
+    REQUIRE(two.size() == one.size());
+    for (size_t i = 0; i < one.size(); ++i)  // the CPU tests' tolerance for the same layouts
+      CHECK_MESSAGE(std::abs(two[i] - one[i]) <= 1e-5 * std::abs(one[i]), "step " << i + 1);
+  }
 }
 
 TEST_CASE("run.gpu_memory_gib caps the device: under the cap a run trains, past it one line names what held the memory") {
