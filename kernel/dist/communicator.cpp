@@ -200,13 +200,18 @@ uint64_t Communicator::ticketed(const char* what, const at::Tensor& t, Nccl&& nc
 
 uint64_t Communicator::start_reduce(at::Tensor& t, int root) {
   // Gloo in LibTorch 1.13 has no reduce-scatter: one reduce per owner's piece is the same
-  // traffic, in more (but overlapping) operations.
-  return ticketed("gradient reduce", t, [&] { LOOM_NCCL_ONLY(nccl_->reduce(t, root)); }, [&] {
-    std::vector<at::Tensor> one{t};
+  // traffic, in more (but overlapping) operations. Gloo reduces CPU tensors only: a CUDA
+  // tensor (ranks sharing a GPU over Gloo) goes through a host copy, and back at the wait.
+  const bool through_host = t.is_cuda() && !nccl_;
+  at::Tensor reduced = through_host ? t.to(at::kCPU) : t;
+  const uint64_t ticket = ticketed("gradient reduce", t, [&] { LOOM_NCCL_ONLY(nccl_->reduce(t, root)); }, [&] {
+    std::vector<at::Tensor> one{reduced};
     c10d::ReduceOptions options;
     options.rootRank = root;
     return group_->reduce(one, options);
   });
+  if (through_host) host_copies_[ticket] = {reduced, t};
+  return ticket;
 }
 
 uint64_t Communicator::start_broadcast(at::Tensor& t, int root) {
@@ -224,6 +229,10 @@ void Communicator::wait_ticket(uint64_t ticket) {
   const auto work = it->second;
   tickets_.erase(it);
   guarded("reduce or broadcast", [&] { work->wait(); });
+  if (const auto copy = host_copies_.find(ticket); copy != host_copies_.end()) {
+    copy->second.second.copy_(copy->second.first);
+    host_copies_.erase(copy);
+  }
 }
 
 void Communicator::allgather_chunks(at::Tensor& buffer) {
