@@ -2,6 +2,7 @@
 
 #include <loom/model.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -95,6 +96,12 @@ std::string FrozenSummary::describe() const {
   if (adapter_tensors > 0)
     detail += (detail.empty() ? "" : "; ") + ("LoRA: " + std::to_string(adapter_tensors) + " adapter tensors");
   return detail.empty() ? out : out + " (" + detail + ")";
+}
+
+bool frozen_by_plan(const RunPlan& plan, const ModelParam& param) {
+  if (plan.lora.enabled && !(param.flags & LOOM_PARAM_FLAG_ADAPTER)) return true;
+  return std::any_of(plan.model_init.freeze.begin(), plan.model_init.freeze.end(),
+                     [&](const std::string& pattern) { return freeze_pattern_matches(pattern, param.name); });
 }
 
 FrozenSummary freeze_parameters(ModelInstance& model, const RunPlan& plan, const std::set<std::string>* dropped) {

@@ -19,6 +19,10 @@ namespace loom {
 // any run of characters, dots included); one without matches every name that contains it.
 bool freeze_pattern_matches(const std::string& pattern, const std::string& name);
 
+// Whether the plan freezes this parameter ([lora]: all but the adapters; [model] freeze's
+// patterns), as freeze_parameters will: answerable before it ran (a pipeline stage's first build).
+bool frozen_by_plan(const RunPlan& plan, const ModelParam& param);
+
 struct FrozenSummary {
   int64_t trained = 0, frozen = 0;  // parameter elements
   size_t adapter_tensors = 0;       // LoRA's A and B matrices ([lora])

@@ -72,9 +72,9 @@ std::string peak_so_far() {
 }
 
 // Why a first build that keeps no values cannot learn what to keep, so that the model is built
-// whole before a part of it is kept: "" when it can. by_layer: the part is a pipeline stage's
-// layers, which frozen weights do not move (a slice of the flat buffers is placed only once
-// [lora] and [model] freeze have taken the frozen weights out).
+// whole before a part of it is kept: "" when it can. by_layer: the part kept is a pipeline
+// stage's layers, which do not depend on what is frozen; a slice of the flat buffers does
+// ([lora] and [model] freeze take the frozen weights out of them once the model is built).
 std::string why_built_whole(const RunPlan& plan, bool by_layer) {
   if (plan.lora.enabled && !by_layer) return "[lora] freezes the base weights once it is built";
   if (!plan.model_init.freeze.empty() && !by_layer) return "[model] freeze picks weights once it is built";

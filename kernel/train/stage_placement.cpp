@@ -39,9 +39,15 @@ std::vector<std::string> keys_in_order(const std::vector<ModelParam>& params, bo
 std::string why_stages_hold_whole_model(const RunPlan& plan, ModelInstance& model) {
   const DistributedSettings& d = plan.distributed;
   if (d.shard == "parameters") return "shard = \"parameters\" with stages holding their own layers is not built";
-  const std::vector<ModelParam> params = dense_params(model.params());
+  // What will train, from the plan: a stage's first build asks before anything is frozen, and
+  // its answer must be the trained build's.
+  std::vector<ModelParam> params = dense_params(model.params());
+  params.erase(std::remove_if(params.begin(), params.end(), [&](const ModelParam& p) { return frozen_by_plan(plan, p); }),
+               params.end());
   const bool any_layer = std::any_of(params.begin(), params.end(), [](const ModelParam& p) { return p.unit >= 0; });
-  if (!any_layer) return "model " + model.component().name + " declares no parameter's layer (loom_param_view.unit)";
+  if (!any_layer)
+    return "no parameter of model " + model.component().name + " that trains lies in a layer (a model that declares "
+           "none, loom_param_view.unit, or [model] freeze taking every layer)";
   // The optimizer's groups line up with one process's when what trains outside layers spans its
   // dtypes in the same order, or when nothing does and the layers are of one dtype (LoRA).
   const std::vector<std::string> outside = keys_in_order(params, true), all = keys_in_order(params, false);

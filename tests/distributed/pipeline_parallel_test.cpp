@@ -244,6 +244,19 @@ TEST_CASE("hf_causal_lm on a Qwen3 folder (q/k norms, head_dim, untied output la
               1e-5);
 }
 
+TEST_CASE("with every layer frozen the stages hold the whole model, as the log says, and train as one process") {
+  // Only the embedding, final norm and output layer train: no stage has layers of its own to
+  // keep, which a stage's first build (nothing frozen yet) must tell from the plan.
+  const fs::path dir = loom_test::tmp_dir("pp-frozen-layers");
+  const std::string m = manifest(dir, kLlama8);
+  const std::string freeze = " --set 'model.freeze=[\"layers.\"]'";
+  const Logged one = train_micro(m, "w1", {1}, freeze), two = train_micro(m, "p2", stages_of(2, 2), freeze);
+  check_same_clipped_run(one, two);
+  CHECK(loom_test::contains(loom_test::read_file(dir / "p2" / "logs" / "rank-0.log"),
+                            "pipeline: every stage holds the whole model: no parameter of model llama that trains lies "
+                            "in a layer"));
+}
+
 TEST_CASE("one SGD step over 2 stages changes every weight as one process does: every gradient within 1e-5") {
   const fs::path dir = loom_test::tmp_dir("pp-gradients");
   const std::string m = manifest(dir, kLlama8, "sgd", 1.0);
