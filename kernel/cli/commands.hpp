@@ -32,6 +32,9 @@ struct CommandLine {
   std::string prompt, prompts, system, tokenizer, temperature = "0", top_p = "1";
   bool chat = false, no_cache = false;
   int max_new_tokens = 128, top_k = 0, seed = 0;
+  // data inspect
+  std::string column;                  // empty: "text", else the first text or token-id column
+  int rows = 3;                        // rows printed
 };
 
 struct Command {
@@ -66,5 +69,6 @@ int command_checkpoint_inspect(const CommandLine& line);
 int command_checkpoint_export(const CommandLine& line);
 int command_export(const CommandLine& line);
 int command_generate(const CommandLine& line);
+int command_data_inspect(const CommandLine& line);
 
 }  // namespace loom

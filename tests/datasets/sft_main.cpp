@@ -1,5 +1,5 @@
-// sft_main.cpp: finds the real Qwen3 tokenizer files once, then runs the sft dataset's cases;
-// exit code 77 (skipped) when they are absent.
+// sft_main.cpp: finds the real Qwen3 tokenizer files once, then runs the cases (sft_tests and
+// parquet_tests); exit code 77 (skipped) when they are absent.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
