@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "formats/format_error.hpp"
 
@@ -77,7 +78,67 @@ void refuse_all_null(uint64_t kept, uint64_t nulls, const Where& where) {
             " rows) in this part; name the column that holds the data");
 }
 
+// Value i of `array` as JSON; `where` names the column for messages.
+nlohmann::json json_value(const arrow::Array& array, int64_t i, const std::string& where) {
+  if (array.IsNull(i)) return nullptr;
+  switch (array.type_id()) {
+    case arrow::Type::BOOL: return static_cast<const arrow::BooleanArray&>(array).Value(i);
+    case arrow::Type::INT8: return static_cast<const arrow::Int8Array&>(array).Value(i);
+    case arrow::Type::INT16: return static_cast<const arrow::Int16Array&>(array).Value(i);
+    case arrow::Type::INT32: return static_cast<const arrow::Int32Array&>(array).Value(i);
+    case arrow::Type::INT64: return static_cast<const arrow::Int64Array&>(array).Value(i);
+    case arrow::Type::UINT8: return static_cast<const arrow::UInt8Array&>(array).Value(i);
+    case arrow::Type::UINT16: return static_cast<const arrow::UInt16Array&>(array).Value(i);
+    case arrow::Type::UINT32: return static_cast<const arrow::UInt32Array&>(array).Value(i);
+    case arrow::Type::UINT64: return static_cast<const arrow::UInt64Array&>(array).Value(i);
+    case arrow::Type::FLOAT: return static_cast<const arrow::FloatArray&>(array).Value(i);
+    case arrow::Type::DOUBLE: return static_cast<const arrow::DoubleArray&>(array).Value(i);
+    case arrow::Type::STRING: return std::string(static_cast<const arrow::StringArray&>(array).GetView(i));
+    case arrow::Type::LARGE_STRING: return std::string(static_cast<const arrow::LargeStringArray&>(array).GetView(i));
+    case arrow::Type::STRING_VIEW: return std::string(static_cast<const arrow::StringViewArray&>(array).GetView(i));
+    case arrow::Type::DICTIONARY: {
+      const auto& d = static_cast<const arrow::DictionaryArray&>(array);
+      return json_value(*d.dictionary(), d.GetValueIndex(i), where);
+    }
+    case arrow::Type::STRUCT: {
+      const auto& s = static_cast<const arrow::StructArray&>(array);
+      nlohmann::json out = nlohmann::json::object();
+      for (int f = 0; f < s.num_fields(); ++f) out[s.struct_type()->field(f)->name()] = json_value(*s.field(f), i, where);
+      return out;
+    }
+    case arrow::Type::LIST: case arrow::Type::LARGE_LIST: case arrow::Type::FIXED_SIZE_LIST: {
+      nlohmann::json out = nlohmann::json::array();
+      const auto take = [&](const auto& lists) {
+        const int64_t begin = lists.value_offset(i);
+        for (int64_t j = begin; j < begin + lists.value_length(i); ++j) out.push_back(json_value(*lists.values(), j, where));
+      };
+      if (array.type_id() == arrow::Type::LIST) take(static_cast<const arrow::ListArray&>(array));
+      else if (array.type_id() == arrow::Type::LARGE_LIST) take(static_cast<const arrow::LargeListArray&>(array));
+      else take(static_cast<const arrow::FixedSizeListArray&>(array));
+      return out;
+    }
+    default:
+      invalid(where + " holds " + array.type()->ToString() + ", which has no JSON form here; drop the column or convert it");
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> json_rows(const arrow::Table& table, const std::string& path) {
+  std::vector<std::string> out(size_t(table.num_rows()), "{");
+  for (int c = 0; c < table.num_columns(); ++c) {
+    const std::string name = table.schema()->field(c)->name();
+    const std::string key = nlohmann::json(name).dump() + ":", where = path + ": column \"" + name + "\"";
+    int64_t row = 0;
+    for (const auto& chunk : table.column(c)->chunks())
+      for (int64_t i = 0; i < chunk->length(); ++i, ++row) {
+        std::string& text = out[size_t(row)];
+        text += (c == 0 ? "" : ",") + key + json_value(*chunk, i, where).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      }
+  }
+  for (auto& text : out) text += "}";
+  return out;
+}
 
 ColumnKind column_kind(const arrow::DataType& type) {
   switch (type.id()) {

@@ -22,6 +22,11 @@ TextRows text_rows(const arrow::ChunkedArray& column, const std::string& path, c
 // The rows of a token-id column; null rows are counted, not returned. Throws FormatError for a
 // null or negative id inside a row, or when every row is null.
 IdRows id_rows(const arrow::ChunkedArray& column, const std::string& path, const std::string& name);
+// Every row as one JSON object of its columns (JSON text), nested lists and structs included,
+// so that a reader of JSON records (the sft dataset) takes table rows as it takes JSONL lines.
+// Throws FormatError naming the column for a type JSON cannot hold (binary, a map with
+// non-string keys, ...).
+std::vector<std::string> json_rows(const arrow::Table& table, const std::string& path);
 // The first `limit` rows, each column's value as Arrow prints it.
 std::vector<std::vector<std::string>> printed_rows(const arrow::Table& table, size_t limit);
 

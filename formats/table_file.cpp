@@ -235,6 +235,11 @@ IdRows TableFile::read_ids(size_t part, const std::string& name) const {
   return impl_->guarded("reading column \"" + name + "\"", [&] { return id_rows(*table->column(0), impl_->info.path, name); });
 }
 
+std::vector<std::string> TableFile::read_json(size_t part) const {
+  const auto table = impl_->read_part(part, -1);
+  return impl_->guarded("reading rows as JSON", [&] { return json_rows(*table, impl_->info.path); });
+}
+
 std::vector<std::vector<std::string>> TableFile::preview(size_t part, size_t limit) const {
   const auto table = impl_->read_part(part, -1);
   return impl_->guarded("printing rows", [&] { return printed_rows(*table, limit); });

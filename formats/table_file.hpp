@@ -76,6 +76,9 @@ class TableFile {
   // Part `part`'s rows of a token-id column (a list, large list or fixed-size list of
   // integers); an id below 0 is refused.
   IdRows read_ids(size_t part, const std::string& column) const;
+  // Part `part`'s rows as JSON objects of every column (JSON text, nested values included), for
+  // readers of JSON records; throws FormatError for a column JSON cannot hold.
+  std::vector<std::string> read_json(size_t part) const;
   // The first `limit` rows of a part, each column's value printed by Arrow (for inspection).
   std::vector<std::vector<std::string>> preview(size_t part, size_t limit) const;
 

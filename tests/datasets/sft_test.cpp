@@ -323,3 +323,31 @@ TEST_CASE("sft: 20 files of mutated lines load or are refused in one line, never
   MESSAGE(loaded << " mutated files loaded (bad lines skipped), " << refused << " refused");
   CHECK(loaded + refused == 20);
 }
+
+#ifdef LOOM_TEST_WITH_ARROW
+TEST_CASE("sft: Parquet rows (a messages column of structs, as UltraChat's) and a save_to_disk folder give the references' samples") {
+  const auto dir = tmp_dir("sft_parquet");
+  const std::string data = write_data(dir, 60);
+  const std::string parquet = (dir / "train.parquet").string(), saved = (dir / "saved").string();
+  const auto r = run_shell(std::string(LOOM_PYTHON) + " -c \"import json, sys, datasets, pyarrow as pa, pyarrow.parquet as pq; "
+                           "rows = [json.loads(l) for l in open(sys.argv[1])]; "
+                           "pq.write_table(pa.Table.from_pylist(rows), sys.argv[2], row_group_size=16); "
+                           "datasets.Dataset.from_list(rows).save_to_disk(sys.argv[3], num_shards=2)\" " +
+                           data + " " + parquet + " " + saved);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  for (const std::string& files : {parquet, saved}) {
+    CAPTURE(files);
+    check_against_reference(data, options(files, dir / "cache", true), "");
+  }
+  const auto bad = run_shell(std::string(LOOM_PYTHON) + " -c \"import pyarrow as pa, pyarrow.parquet as pq; "
+                             "pq.write_table(pa.table({'messages': [[{'role': 'user', 'content': 'hi'}, {'role': 'assistant', 'content': 'ok'}], []]}), '" +
+                             (dir / "bad.parquet").string() + "')\"");
+  REQUIRE_MESSAGE(bad.code == 0, bad.err);
+  try {
+    PluginDataset sft("sft", options((dir / "bad.parquet").string(), dir / "cache", true));
+    FAIL("an empty list of messages was taken");
+  } catch (const CreateError& e) {
+    CHECK(std::string(e.what()).find("bad.parquet row 2: \"messages\" must be a non-empty list of messages") != std::string::npos);
+  }
+}
+#endif

@@ -3,8 +3,8 @@
 //
 // The input is a whole file: Parquet, an Arrow IPC file or an Arrow IPC stream (TableFile tells
 // them apart by content, as for a real file). Documented refusal: loom::formats::FormatError.
-// For a file that opens, every part's every text and token-id column is read and its rows are
-// touched, and what it promises must hold: rows read plus nulls equal the part's row count, and
+// For a file that opens, every part's every text and token-id column is read, and every row as
+// JSON (the sft dataset's path), and what it promises must hold: rows read plus nulls equal the part's row count, and
 // a token-id row's offsets lie inside its values.
 #include <cstdint>
 #include <string>
@@ -38,6 +38,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       for (const auto& row : table.preview(part, 2))
         for (const auto& value : row) sum += unsigned(value.size());
+      try {
+        const auto rows = table.read_json(part);
+        if (rows.size() != info.part_rows[part]) loom_fuzz::finding("read_json gave another number of rows than the part's");
+        for (const auto& r : rows) sum += unsigned(r.size());
+      } catch (const loom::formats::FormatError&) {
+        // A column JSON cannot hold (binary, a map): refused by name.
+      }
     }
     loom_fuzz::keep(sum);
   });

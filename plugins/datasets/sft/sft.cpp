@@ -16,6 +16,7 @@
 #include "formats/format_error.hpp"
 #include "row_packer.hpp"
 #include "sft_cache.hpp"
+#include "sft_tables.hpp"
 
 namespace {
 
@@ -24,7 +25,10 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kIgnore = LOOM_IGNORE_INDEX;
 
-// "a.jsonl,dir" -> the files: each named file, and each folder's *.jsonl in name order.
+bool is_data_file(const fs::path& p) { return p.extension() == ".jsonl" || is_table_file(p.string()); }
+
+// "a.jsonl,dir" -> the files: each named file, and each folder's *.jsonl, *.parquet and *.arrow
+// in name order (a save_to_disk folder: the files its state.json lists).
 std::vector<std::string> data_files(const std::string& list) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -35,13 +39,21 @@ std::vector<std::string> data_files(const std::string& list) {
     start = end + 1;
     if (item.empty()) continue;
     std::error_code ec;
-    if (fs::is_directory(item, ec)) {
+    if (fs::is_directory(item, ec) && loom::formats::path_exists(loom::formats::join(item, "state.json"))) {
+      try {  // a folder datasets' save_to_disk wrote: the files its state.json lists
+        const auto saved = saved_dataset_files(item);
+        out.insert(out.end(), saved.begin(), saved.end());
+      } catch (const std::invalid_argument& e) {
+        throw loom::Error(std::string("sft: ") + e.what(), LOOM_STATUS_CODE_INVALID_ARGUMENT);
+      }
+    } else if (fs::is_directory(item, ec)) {
       std::vector<std::string> found;
       for (const auto& entry : fs::directory_iterator(item, ec))
-        if (entry.path().extension() == ".jsonl" && loom::formats::is_regular_file(entry.path().string()))
+        if (is_data_file(entry.path()) && loom::formats::is_regular_file(entry.path().string()))
           found.push_back(entry.path().string());
       std::sort(found.begin(), found.end());
-      if (found.empty()) throw loom::Error("sft: folder " + item + " holds no .jsonl file", LOOM_STATUS_CODE_INVALID_ARGUMENT);
+      if (found.empty())
+        throw loom::Error("sft: folder " + item + " holds no .jsonl, .parquet or .arrow file", LOOM_STATUS_CODE_INVALID_ARGUMENT);
       out.insert(out.end(), found.begin(), found.end());
     } else if (loom::formats::is_regular_file(item)) {
       out.push_back(item);
@@ -91,11 +103,11 @@ class Sft final : public loom::Dataset {
  public:
   static constexpr const char* name = "sft";
   static constexpr const char* summary =
-      "Instruction data (JSONL: messages, prompt/completion or text) through the model's tokenizer and chat "
+      "Instruction data (JSONL, Parquet or Arrow rows: messages, prompt/completion or text) through the model's tokenizer and chat "
       "template; loss only on trained turns; packed rows; tokenized once into a cache.";
   static constexpr loom_option_spec options[] = {
       loom::required_option("files", LOOM_OPTION_TYPE_STRING,
-                            "JSONL files or folders of them (every *.jsonl, in name order), comma-separated."),
+                            "JSONL, Parquet or Arrow files, or folders of them (every *.jsonl, *.parquet, *.arrow in name order; a datasets save_to_disk folder), comma-separated."),
       loom::required_option("tokenizer", LOOM_OPTION_TYPE_STRING,
                             "The model's tokenizer: a folder with tokenizer.json or tokenizer.model (e.g. the Hugging Face "
                             "model folder), or the file."),

@@ -1,6 +1,8 @@
 // sft_cache.cpp: see sft_cache.hpp.
 #include "sft_cache.hpp"
 
+#include "sft_tables.hpp"
+
 #include <xxhash.h>
 
 #include <unistd.h>
@@ -33,6 +35,10 @@ struct Line {
 std::vector<Line> read_lines(const std::vector<std::string>& files) {
   std::vector<Line> lines;
   for (const auto& file : files) {
+    if (is_table_file(file)) {  // Parquet or Arrow: each row as its JSON object (sft_tables.hpp)
+      for_each_table_row(file, [&](std::string json, std::string where) { lines.push_back({std::move(json), std::move(where)}); });
+      continue;
+    }
     std::ifstream in(file, std::ios::binary);
     if (!in) throw std::invalid_argument(file + ": cannot open; check [data] files");
     std::string text;
