@@ -163,6 +163,38 @@ TEST_CASE("parquet: the shuffle reorders row groups and windows, and an epoch re
   CHECK(left.size() < size_t(2 * kB + 1) * size_t(kT));
 }
 
+TEST_CASE("parquet: document_mask gives positions restarting after each end-of-text and a document id per document") {
+  const int64_t eos = corpus().reference["eos_id"].get<int64_t>();
+  toml::table o = options((corpus().dir / "fineweb").string(), true);
+  o.insert_or_assign("document_mask", true);
+  PluginDataset ds("parquet", o);
+  PluginDataset plain("parquet", options((corpus().dir / "fineweb").string(), true));
+  int ends = 0;
+  for (int n = 0; n < 5; ++n) {
+    const Rows r = ds.next();
+    CHECK(r == plain.next());  // the same windows, with two fields more
+    const auto& positions = r.fields.at("position_ids");
+    const auto& documents = r.fields.at("document_ids");
+    for (int64_t b = 0; b < r.B; ++b)
+      for (int64_t t = 0; t < r.T; ++t) {
+        const size_t k = size_t(b * r.T + t);
+        const bool after_end = t > 0 && r.inputs[k - 1] == eos;
+        ends += after_end;
+        CHECK(positions[k] == (t == 0 || after_end ? 0 : positions[k - 1] + 1));
+        CHECK(documents[k] == (t == 0 ? 0 : documents[k - 1] + (after_end ? 1 : 0)));
+      }
+  }
+  CHECK(ends >= 5);  // about 70 tokens a document here: a few ends in 5 batches of 4 x 32
+  toml::table ids = options((corpus().dir / "fineweb").string(), true, "input_ids");
+  ids.insert_or_assign("document_mask", true);
+  try {
+    PluginDataset bad("parquet", ids);
+    FAIL("document_mask without a separator was taken");
+  } catch (const CreateError& e) {
+    CHECK(contains(e.what(), "document_mask needs a separator"));
+  }
+}
+
 TEST_CASE("parquet: bad files and options are refused naming the file, the column and the fix") {
   const fs::path dir = fs::path(LOOM_TEST_TMP) / "parquet-bad";
   fs::remove_all(dir);

@@ -55,6 +55,9 @@ class Parquet final : public loom::Dataset {
                    "After each text document: eos (the tokenizer's end-of-text token), none, or a token of the vocabulary."),
       loom::option("batch_size", LOOM_OPTION_TYPE_INT, "8", "Sequences per micro-batch (B)."),
       loom::option("seq_len", LOOM_OPTION_TYPE_INT, "256", "Tokens per sequence (T); windows hold T + 1."),
+      loom::option("document_mask", LOOM_OPTION_TYPE_BOOL, "false",
+                   "Give position_ids restarting after each separator and document_ids, so attention stays inside a "
+                   "document (packed pretraining); needs a separator (a text column)."),
       loom::option("shuffle", LOOM_OPTION_TYPE_BOOL, "true",
                    "Row groups in a new order each epoch and each row group's windows shuffled; false: file order."),
       loom::option("threads", LOOM_OPTION_TYPE_INT, "0", "Threads that tokenize a row group; 0: every CPU the process may use."),
@@ -73,7 +76,7 @@ class Parquet final : public loom::Dataset {
     if (!tokenizer.empty()) {
       tokenizer_ = as_loom_error([&] { return loom::tok::load_tokenizer(tokenizer); });
       sc.tokenizer = tokenizer_.get();
-      sc.separator = separator_id(c.str("separator"));
+      sc.separator = separator_ = separator_id(c.str("separator"));
     }
     sc.add_special_tokens = c.flag("add_special_tokens");
     sc.seq_len = uint64_t(T);
@@ -87,6 +90,12 @@ class Parquet final : public loom::Dataset {
     const size_t files = sc.files.size();
     stream_ = as_loom_error([&] { return std::make_unique<DocumentStream>(std::move(sc)); });
     check_.digest = stream_->layout_digest();
+    if (c.flag("document_mask")) {
+      if (!stream_->text_column() || !separator_)
+        throw loom::Error("parquet: document_mask needs a separator between documents to tell them apart: a text column with "
+                          "separator = eos or a token (not none)", LOOM_STATUS_CODE_INVALID_ARGUMENT);
+      document_mask_ = true;
+    }
     // The first row group read now, so that a bad one stops the run at create (exit 2).
     as_loom_error([&] { stream_->seek(StreamPosition{}); });
     if (!stream_->text_column() && tokenizer_)
@@ -104,9 +113,11 @@ class Parquet final : public loom::Dataset {
     as_loom_error([&] {
       for (auto& w : windows_) stream_->next(w);
     });
-    return loom::data::window_batch(rows, int64_t(check_.seq_len), [&](uint64_t b, int64_t* out) {
+    Batch batch = loom::data::window_batch(rows, int64_t(check_.seq_len), [&](uint64_t b, int64_t* out) {
       std::copy(windows_[b].begin(), windows_[b].end(), out);
     });
+    if (document_mask_) add_document_fields(batch);
+    return batch;
   }
 
   int64_t batches_per_epoch() const override { return 0; }  // endless: each rank's epochs are its own
@@ -128,7 +139,27 @@ class Parquet final : public loom::Dataset {
                       LOOM_STATUS_CODE_INVALID_ARGUMENT);
   }
 
+  // position_ids and document_ids of each window's inputs: a document ends with the separator,
+  // which is its last token (its target is the next document's first).
+  void add_document_fields(Batch& batch) const {
+    const int64_t T = int64_t(check_.seq_len);
+    std::vector<int64_t> positions(size_t(B_ * T)), documents(size_t(B_ * T));
+    for (int64_t b = 0; b < B_; ++b) {
+      int64_t document = 0, position = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const size_t k = size_t(b * T + t);
+        positions[k] = position++;
+        documents[k] = document;
+        if (windows_[size_t(b)][size_t(t)] == *separator_) ++document, position = 0;
+      }
+    }
+    batch.fields.push_back({"position_ids", loom::dlpack_int64(std::move(positions), {B_, T})});
+    batch.fields.push_back({"document_ids", loom::dlpack_int64(std::move(documents), {B_, T})});
+  }
+
   int64_t B_ = 0;
+  bool document_mask_ = false;
+  std::optional<int32_t> separator_;
   std::unique_ptr<loom::tok::Tokenizer> tokenizer_;
   std::unique_ptr<DocumentStream> stream_;
   StateCheck check_;
