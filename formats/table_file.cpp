@@ -22,6 +22,9 @@ namespace {
 
 constexpr char kParquetMagic[4] = {'P', 'A', 'R', '1'};
 constexpr char kArrowFileMagic[6] = {'A', 'R', 'R', 'O', 'W', '1'};
+// The most rows one part may hold: pyarrow writes row groups of at most 1 Mi rows by default, and
+// datasets record batches of 1000.
+constexpr uint64_t kMaxPartRows = uint64_t(1) << 22;
 
 TableFormat detect_format(const unsigned char* data, uint64_t size) {
   if (size >= 8 && std::memcmp(data, kParquetMagic, 4) == 0 && std::memcmp(data + size - 4, kParquetMagic, 4) == 0)
@@ -97,9 +100,14 @@ struct TableFile::Impl {
       }
     });
     for (const auto& field : schema->fields()) info.columns.push_back({field->name(), field->type()->ToString(), column_kind(*field->type())});
-    for (const uint64_t rows : info.part_rows) {
-      if (rows > (uint64_t(1) << 62) - info.rows) invalid(info.path + ": the parts' row counts overflow; the file is damaged");
-      info.rows += rows;
+    if (info.columns.empty()) invalid(info.path + ": the table has no columns; point the path at the data's files");
+    // Rows of null or empty values cost a file nearly nothing, so a row count is bounded here, not
+    // by the file's size: a part is read whole, and a hostile count must not ask for all memory.
+    for (size_t p = 0; p < info.part_rows.size(); ++p) {
+      if (info.part_rows[p] > kMaxPartRows)
+        invalid(info.path + ": part " + std::to_string(p) + " (a row group or record batch) holds " + std::to_string(info.part_rows[p]) +
+                " rows, more than the " + std::to_string(kMaxPartRows) + " read at once; write the file with smaller row groups");
+      info.rows += info.part_rows[p];
     }
   }
 
@@ -116,7 +124,7 @@ struct TableFile::Impl {
   }
 
   void open_arrow_file() {
-    ipc = value(arrow::ipc::RecordBatchFileReader::Open(input), "reading the Arrow file footer");
+    ipc = value(arrow::ipc::RecordBatchFileReader::Open(input, ipc_options()), "reading the Arrow file footer");
     schema = ipc->schema();
     for (int b = 0; b < ipc->num_record_batches(); ++b) info.part_rows.push_back(uint64_t(read_file_batch(b)->num_rows()));
   }
@@ -136,7 +144,15 @@ struct TableFile::Impl {
 
   std::shared_ptr<arrow::ipc::RecordBatchStreamReader> open_stream() const {
     auto stream = std::make_shared<arrow::io::BufferReader>(buffer);
-    return value(arrow::ipc::RecordBatchStreamReader::Open(stream), "reading the Arrow stream's schema");
+    return value(arrow::ipc::RecordBatchStreamReader::Open(stream, ipc_options()), "reading the Arrow stream's schema");
+  }
+
+  // A file's buffers are read in place, and a hostile one may place them at any offset: each is
+  // copied to its type's alignment when it is not there already (no copy for a sound file).
+  static arrow::ipc::IpcReadOptions ipc_options() {
+    auto options = arrow::ipc::IpcReadOptions::Defaults();
+    options.ensure_alignment = arrow::ipc::Alignment::kDataTypeSpecificAlignment;
+    return options;
   }
 
   std::shared_ptr<arrow::RecordBatch> read_file_batch(int b) const {

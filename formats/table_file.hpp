@@ -7,7 +7,8 @@
 // corpus is streamed and split across ranks by. The file is memory-mapped (formats/files.hpp:
 // a regular file only, opened without blocking), every part read is validated in full by Arrow
 // before any value is trusted, and every failure, Arrow's own included, is one FormatError
-// naming the file, the part or column, and the fix. Torch-free.
+// naming the file, the part or column, and the fix. A part of more than 4 Mi rows, or a table
+// without columns, is refused: a part is read whole. Torch-free.
 #pragma once
 
 #include <cstdint>

@@ -210,7 +210,7 @@ TEST_CASE("bad --set syntax: exit 2, the offending argument and an example") {
 
 TEST_CASE("unknown command: exit 2, lists the commands") {
   const std::string line = one_error(host("frobnicate"), 2);
-  CHECK(line == "error: unknown command \"frobnicate\"; commands: run, validate, eval, plugins, describe, export, generate, checkpoint, launch");
+  CHECK(line == "error: unknown command \"frobnicate\"; commands: run, validate, eval, plugins, describe, export, generate, checkpoint, data, launch");
 }
 
 TEST_CASE("run.precision and run.device: exit 2, the --set that named them and the choices") {

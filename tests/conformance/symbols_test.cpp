@@ -17,7 +17,11 @@ namespace {
 const std::vector<std::string> kTorchFree = {"synthetic", "token_file", "text",      "constant",    "warmup_cosine",
                                              "console",   "jsonl",      "nan_guard", "safetensors", "sqlite",
                                              "eval",      "early_stop", "csv",       "tensorboard", "sft",
-                                             "criteo_tsv"};
+                                             "criteo_tsv",
+#ifdef LOOM_TEST_WITH_ARROW
+                                             "parquet",  // built only where Apache Arrow was found
+#endif
+};
 const std::vector<std::string> kTorchLinked = {"mlp_lm", "gpt",      "sgd",  "adamw",      "torch_pickle",
                                                "profiler", "dlrm", "sparse_rows"};
 // Torch-free on CPU-only LibTorch; linked only when LibTorch has CUDA, for the CUDA caching
