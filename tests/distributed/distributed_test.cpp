@@ -193,11 +193,13 @@ TEST_CASE("under torchrun's elastic agent a killed rank's group restarts and res
   const std::string m = manifest(dir, 60);
   const auto whole = run_host("launch --nproc-per-node 2 -- run " + m + " --set run.name=whole --set data.batch_size=4");
   REQUIRE_MESSAGE(whole.code == 0, whole.err);
+  // --local-addr: the agent would otherwise publish its host name as the workers' master address,
+  // which a machine (or chroot) without that name in /etc/hosts cannot resolve.
   // The agent keeps its store across attempts: the restarted ranks must not read the first
   // attempt's keys (they meet under /worker/attempt_1, as torch.distributed's own ranks do).
   const fs::path err = dir / "torchrun.err";
   const std::string elastic = torchrun + " --nnodes 1 --nproc_per_node 2 --max-restarts 1 --rdzv-backend c10d " +
-                              "--rdzv-endpoint 127.0.0.1:" + std::to_string(free_port()) + " --no_python " +
+                              "--rdzv-endpoint 127.0.0.1:" + std::to_string(free_port()) + " --local-addr 127.0.0.1 --no_python " +
                               LOOM_HOST_BIN + " run " + m + " --set run.name=el --set data.batch_size=4";
   const fs::path lock = dir / "el" / "run.lock";
   const auto r = run_shell("sh -c '" + elastic + " 2>" + err.string() + " & agent=$!; for i in $(seq 1 6000); do [ -e " +
