@@ -312,12 +312,29 @@ void DatasetInstance::cut(Batch& batch) const {
 
 std::string DatasetInstance::save_state() { return save_state_with(vt_.state_save); }
 
-int64_t DatasetInstance::batches_per_epoch() const {
-  if (vt_.info == nullptr) return 0;
+loom_dataset_info_args DatasetInstance::info() const {
   loom_dataset_info_args info{};
   info.struct_size = sizeof(info);
-  check(vt_.info(handle_, &info), "info");
-  return info.batches_per_epoch;
+  if (vt_.info != nullptr) check(vt_.info(handle_, &info), "info");  // an older plugin leaves the newer fields 0
+  return info;
+}
+
+int64_t DatasetInstance::batches_per_epoch() const { return info().batches_per_epoch; }
+
+bool DatasetInstance::resumes_other_world_size() const { return info().resumes_other_world_size == 1; }
+
+std::string saved_world_record(const std::vector<std::string>& states) {
+  std::string out(LOOM_SAVED_WORLD_MAGIC, sizeof(LOOM_SAVED_WORLD_MAGIC) - 1);
+  const auto append = [&](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  };
+  append(states.size(), 4);
+  append(0, 4);
+  for (const std::string& s : states) {
+    append(s.size(), 8);
+    out += s;
+  }
+  return out;
 }
 
 void DatasetInstance::load_state(const std::string& state) { load_state_with(vt_.state_load, state); }

@@ -145,13 +145,21 @@ class DatasetInstance : public Instance<loom_dataset_vtable, loom_dataset> {
   void load_state(const std::string& state);
   // (ABI 1.2) Batches of one epoch on this rank; 0 when the dataset does not say.
   int64_t batches_per_epoch() const;
+  // (ABI 1.20) Whether load_state takes every saved rank's position (LOOM_SAVED_WORLD_MAGIC)
+  // when the run resumes at another world size.
+  bool resumes_other_world_size() const;
 
  private:
   void cut(Batch& batch) const;
+  loom_dataset_info_args info() const;
 
   std::string source_;  // where(), made once: add_field's messages need it for every batch
   RowPieces pieces_;
 };
+
+// (ABI 1.20) Every saved rank's dataset state in one record, for a dataset that resumes at another
+// world size (loom/dataset.h LOOM_SAVED_WORLD_MAGIC).
+std::string saved_world_record(const std::vector<std::string>& states);
 
 class OptimizerInstance : public Instance<loom_optimizer_vtable, loom_optimizer> {
  public:

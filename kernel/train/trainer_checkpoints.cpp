@@ -66,7 +66,14 @@ void Trainer::restore(const std::filesystem::path& path, Restore mode) {
 std::string Trainer::data_state_for_this_rank(const RestoredRun& restored, const std::string& origin) const {
   if (restored.world_size == mesh_.data()) return restored.data_states.at(static_cast<size_t>(mesh_.data_rank()));
   const auto& states = restored.data_states;
-  if (std::adjacent_find(states.begin(), states.end(), std::not_equal_to<>()) != states.end())
+  const bool differ = std::adjacent_find(states.begin(), states.end(), std::not_equal_to<>()) != states.end();
+  if (differ && p_->data.has_state() && p_->data.resumes_other_world_size()) {
+    spdlog::info("resume: world size {} -> {}; weights and optimizer state resharded, dataset {} deals what the {} "
+                 "saved positions had left to this run's ranks", restored.world_size, mesh_.data(),
+                 p_->data.component().name, states.size());
+    return saved_world_record(states);
+  }
+  if (differ)
     throw usage_failure(origin + ": written by a run of world size " + std::to_string(restored.world_size) +
                         ", but this run has " + std::to_string(mesh_.data()) + ", and dataset " +
                         p_->data.component().name +

@@ -48,6 +48,7 @@
   X(loom_model_forward_args, field_count, 5) X(loom_batch_field, tensor, 2)                    \
   X(loom_model_forward_args, report_metric, 8) X(loom_batch, end_of_epoch, 5)                  \
   X(loom_dataset_vtable, info, 6) X(loom_dataset_info_args, batches_per_epoch, 1)            \
+  X(loom_dataset_info_args, resumes_other_world_size, 2)                                       \
   X(loom_model_vtable, hugging_face, 9) X(loom_model_logits_args, logits, 4)                   \
   X(loom_model_hugging_face_args, json, 1) X(loom_model_vtable, decode, 10)                   \
   X(loom_model_decode_args, past, 2) X(loom_model_decode_args, logits, 3)                     \

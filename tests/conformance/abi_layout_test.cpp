@@ -69,6 +69,7 @@ TEST_CASE("frozen offsets match the static asserts, in C99 and C++") {
   CHECK(sizeof(loom_host_api) == 136);         // ABI 1.19 appended param_write
   CHECK(sizeof(loom_param_created_args) == 24);
   CHECK(sizeof(loom_param_write_args) == 32);
+  CHECK(sizeof(loom_dataset_info_args) == 24);  // ABI 1.20 appended resumes_other_world_size
 }
 
 TEST_CASE("the offset list covers exactly the headers' LOOM_ABI_OFFSET asserts") {

@@ -6,12 +6,14 @@
 // a row group (and across epochs) gives exactly the batches that followed; bad files are named.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include <sys/stat.h>
 
+#include "abi/compute_components.hpp"
 #include "plugin_dataset.hpp"
 #include "tokenizer_files.hpp"
 
@@ -139,8 +141,81 @@ TEST_CASE("parquet: a resume inside a row group and past an epoch's end gives ex
     PluginDataset other_world("parquet", options(path, true), {7, 0, 1});
     CHECK(contains(other_world.load(state), "world size 2, this run has 1"));
     CHECK(contains(fresh.load("LOOMWINS"), "not a parquet dataset record"));
-    CHECK(contains(fresh.load(state + "abcd"), "not what its carry length says"));
+    CHECK(contains(fresh.load(state + "abcd"), "4 bytes after its end"));
+    CHECK(contains(fresh.load(state.substr(0, 70)), "ends after 70 bytes"));
   }
+}
+
+namespace {
+
+// The saved-world count of a parquet state record (plugins/datasets/parquet/stream_state.hpp):
+// nonzero while the rank still reads what a run of another world size had left.
+uint32_t saved_ranks_in(const std::string& state) {
+  const auto u64 = [&](size_t at) { uint64_t v; std::memcpy(&v, state.data() + at, 8); return v; };
+  const size_t after_carry = 48 + 32 + 4 * size_t(u64(48 + 24));
+  uint32_t n;
+  std::memcpy(&n, state.data() + after_carry, 4);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("parquet: a resume at another world size reads what the saved ranks had left once, then epochs of its own") {
+  // One window a batch, so that the windows of the prelude (what the saved ranks left) can be
+  // told from those after it: a rank's saved record lists the saved ranks until its prelude ends.
+  toml::table o = options((corpus().dir / "fineweb").string(), true, "input_ids");
+  o.insert_or_assign("batch_size", 1);
+  std::multiset<int64_t> left;  // epoch 0's tokens: every row group once
+  for (const int64_t id : stream_of(files_of("parquet_files"), every(0, 1, 12), false)) left.insert(id);
+  const auto take = [&](const Rows& r) {
+    for (const int64_t id : r.inputs) {
+      const auto at = left.find(id);
+      REQUIRE_MESSAGE(at != left.end(), "token " << id << " read more often than epoch 0 holds it");
+      left.erase(at);
+    }
+  };
+  std::vector<std::string> states;
+  std::vector<Rows> next_of_saved;
+  for (int rank = 0; rank < 2; ++rank) {
+    PluginDataset saved("parquet", o, {5, rank, 2});
+    for (int w = 0; w < 13 + 9 * rank; ++w) take(saved.next());
+    states.push_back(saved.save());
+    next_of_saved.push_back(saved.next());
+  }
+  const std::string record = loom::saved_world_record(states);  // what the host hands each rank
+  const std::multiset<int64_t> unread = left;
+  for (const int world : {3, 1}) {
+    CAPTURE(world);
+    left = unread;
+    std::string mid_prelude;
+    for (int rank = 0; rank < world; ++rank) {
+      PluginDataset resumed("parquet", o, {5, rank, world});
+      REQUIRE(resumed.load(record) == "");
+      for (int w = 0;; ++w) {
+        REQUIRE(w < 400);
+        const Rows r = resumed.next();
+        if (w == 0 && rank < 2) CHECK(r == next_of_saved[size_t(rank)]);  // the block in progress continues
+        const std::string now = resumed.save();
+        if (saved_ranks_in(now) == 0) break;  // this window began epoch 1 (and may end the prelude's last carry)
+        take(r);
+        if (rank == 0 && w == 3) mid_prelude = now;
+      }
+    }
+    // What no window read: the tokens after each block in progress and each rank's last carry.
+    CHECK(left.size() <= size_t(2 + 2 * world) * size_t(kT + 1));
+
+    // Inside the prelude, a resume on this world size is exact; on another it is refused.
+    PluginDataset a("parquet", o, {5, 0, world}), b("parquet", o, {5, 0, world});
+    REQUIRE(a.load(mid_prelude) == "");
+    REQUIRE(b.load(record) == "");
+    for (int w = 0; w < 4; ++w) b.next();
+    for (int w = 0; w < 30; ++w) CHECK(a.next() == b.next());
+    PluginDataset other("parquet", o, {5, 0, 2});
+    CHECK(contains(other.load(loom::saved_world_record(std::vector<std::string>(size_t(world), mid_prelude))),
+                   "was still reading its share of what a run of 2 ranks had left"));
+  }
+  PluginDataset d("parquet", o, {5, 0, 3});
+  CHECK(contains(d.load(record.substr(0, record.size() - 1)), "saved positions of another world size are damaged"));
 }
 
 TEST_CASE("parquet: the shuffle reorders row groups and windows, and an epoch reads every token once") {
@@ -287,4 +362,24 @@ TEST_CASE("host data inspect: files, columns, rows, tokens per row and the manif
   CHECK(bad.code == 2);
   CHECK(line_count(bad.err) == 1);
   CHECK(contains(bad.err, "data inspect: " + cut.string()));
+}
+
+TEST_CASE("host: a parquet run saved by 2 ranks resumes on 1, which reads what they had left") {
+  const fs::path dir = fs::path(LOOM_TEST_TMP) / "parquet-world";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path m = dir / "m.toml";
+  std::ofstream(m) << "[run]\ndir = \"" << dir.string() << "\"\nname = \"pq\"\nsteps = 6\nlog_every = 1\nthreads = 1\n"
+                   << "[model]\nuse = \"mlp_lm\"\nvocab_size = 151936\nn_embd = 8\ncontext = 2\nhidden = 16\n"
+                   << "[data]\nuse = \"parquet\"\npath = \"" << (corpus().dir / "fineweb").string()
+                   << "\"\ncolumn = \"input_ids\"\nseq_len = 32\nthreads = 1\nvocab_size = 151936\n"
+                   << "[optimizer]\nuse = \"adamw\"\nlr = 0.01\n[checkpoint]\nevery = 3\n[distributed]\ntimeout_s = 60\n";
+  const auto two = run_host("launch --nproc-per-node 2 -- run " + m.string() + " --set data.batch_size=2");
+  REQUIRE_MESSAGE(two.code == 0, two.err);
+  const auto one = run_host("run " + m.string() + " --set data.batch_size=4 --set run.steps=9");
+  REQUIRE_MESSAGE(one.code == 0, one.err);
+  CHECK_MESSAGE(contains(one.err, "world size 2 -> 1; weights and optimizer state resharded, dataset parquet deals what "
+                                  "the 2 saved positions had left"), one.err);
+  CHECK_MESSAGE(contains(one.err, "parquet: resumed from the positions of 2 ranks: this rank first reads"), one.err);
+  CHECK(fs::exists(dir / "pq" / "checkpoints" / "step-9"));
 }

@@ -4,9 +4,11 @@
 #include "formats/table_file.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include "plugins/datasets/common/data_error.hpp"
 #include "plugins/datasets/common/window_sampler.hpp"
+#include "plugins/datasets/parquet/saved_world.hpp"
 
 namespace loom::parquet_data {
 
@@ -65,29 +67,63 @@ DocumentStream::~DocumentStream() {
   if (prefetch_.valid()) prefetch_.wait();
 }
 
-uint64_t DocumentStream::units_on_this_rank(uint64_t) const {
+uint64_t DocumentStream::units_on_this_rank(uint64_t epoch) const {
+  if (prelude_ && epoch == prelude_->epoch) return prelude_->items.size();
   return (units_.size() - c_.rank + c_.world_size - 1) / c_.world_size;
 }
 
-const Unit& DocumentStream::unit_at(uint64_t epoch, uint64_t block) const {
-  if (order_epoch_ != epoch) {
+DocumentStream::Source DocumentStream::source_at(uint64_t epoch, uint64_t block) const {
+  if (prelude_ && epoch == prelude_->epoch) return {prelude_->items[block].epoch, prelude_->items[block].slot};
+  return {epoch, block * c_.world_size + c_.rank};
+}
+
+const Unit& DocumentStream::unit_of(Source source) const {
+  if (order_epoch_ != source.epoch) {
     if (c_.shuffle) {
-      data::shuffled_indices(c_.seed, epoch, units_.size(), order_cache_);
+      data::shuffled_indices(c_.seed, source.epoch, units_.size(), order_cache_);
     } else {
       order_cache_.resize(units_.size());
       for (size_t i = 0; i < units_.size(); ++i) order_cache_[i] = int64_t(i);
     }
-    order_epoch_ = epoch;
+    order_epoch_ = source.epoch;
   }
-  return units_[size_t(order_cache_[size_t(block * c_.world_size + c_.rank)])];
+  return units_[size_t(order_cache_[size_t(source.slot)])];
+}
+
+std::pair<uint64_t, uint64_t> DocumentStream::first_block_from(uint64_t epoch, uint64_t block) const {
+  while (block >= units_on_this_rank(epoch)) ++epoch, block = 0;  // only a prelude can leave a rank none
+  return {epoch, block};
+}
+
+void DocumentStream::enter_block() {
+  if (!prelude_) return;
+  if (position_.epoch > prelude_->epoch) {  // the prelude is over: later epochs are this run's own
+    prelude_.reset();
+    saved_.clear();
+    return;
+  }
+  const PreludeItem& item = prelude_->items[size_t(position_.block)];
+  if (item.in_progress) {  // a saved rank's block continues where that rank stood
+    position_.carry = item.carry;
+    position_.window = item.window;
+  }
+}
+
+void DocumentStream::set_prelude(std::vector<StreamPosition> saved) {
+  prelude_.reset();
+  saved_.clear();
+  if (saved.empty()) return;
+  prelude_ = std::make_unique<Prelude>(deal_prelude(saved, units_.size(), c_.rank, c_.world_size, c_.seq_len));
+  for (size_t r = 0; r < saved.size(); ++r)
+    if (r % c_.world_size != c_.rank) saved[r].carry.clear();  // only the blocks this rank continues need theirs
+  saved_ = std::move(saved);
 }
 
 std::vector<int32_t> DocumentStream::unit_tokens(const Unit& unit) const { return parts_.read(c_.files[unit.file], unit.part); }
 
 void DocumentStream::prefetch_next() {
-  uint64_t epoch = position_.epoch, block = position_.block + 1;
-  if (block == units_on_this_rank(epoch)) ++epoch, block = 0;
-  const Unit unit = unit_at(epoch, block);
+  const auto [epoch, block] = first_block_from(position_.epoch, position_.block + 1);
+  const Unit unit = unit_of(source_at(epoch, block));
   prefetch_epoch_ = epoch;
   prefetch_block_ = block;
   prefetch_ = std::async(std::launch::async, [this, unit] { return unit_tokens(unit); });
@@ -100,15 +136,15 @@ void DocumentStream::build_block() {
   } else {
     if (prefetch_.valid()) prefetch_.wait();  // a seek left it behind: its tokens are not needed
     prefetch_ = {};
-    tokens = unit_tokens(unit_at(position_.epoch, position_.block));
+    tokens = unit_tokens(unit_of(source_at(position_.epoch, position_.block)));
   }
   auto block = std::make_unique<Block>();
   block->tokens = position_.carry;
   block->tokens.insert(block->tokens.end(), tokens.begin(), tokens.end());
   const uint64_t T = c_.seq_len, n = block->tokens.size() > T ? (block->tokens.size() - 1) / T : 0;
-  if (c_.shuffle) {
-    data::shuffled_indices(c_.seed ^ kWindowSalt, position_.epoch * 0x9E3779B97F4A7C15ull + position_.block * c_.world_size + c_.rank, n,
-                           block->order);
+  if (c_.shuffle) {  // keyed by the unit's epoch and place, so a prelude keeps the saved run's order
+    const Source source = source_at(position_.epoch, position_.block);
+    data::shuffled_indices(c_.seed ^ kWindowSalt, source.epoch * 0x9E3779B97F4A7C15ull + source.slot, n, block->order);
   } else {
     block->order.resize(n);
     for (uint64_t i = 0; i < n; ++i) block->order[i] = i;
@@ -125,10 +161,8 @@ void DocumentStream::advance_block() {
   position_.carry.assign(block_->tokens.begin() + std::ptrdiff_t(n * T), block_->tokens.end());
   block_.reset();
   position_.window = 0;
-  if (++position_.block == units_on_this_rank(position_.epoch)) {
-    ++position_.epoch;
-    position_.block = 0;
-  }
+  std::tie(position_.epoch, position_.block) = first_block_from(position_.epoch, position_.block + 1);
+  enter_block();
 }
 
 void DocumentStream::next(std::vector<int64_t>& window) {
@@ -144,15 +178,30 @@ void DocumentStream::next(std::vector<int64_t>& window) {
   window.assign(block_->tokens.begin() + std::ptrdiff_t(start), block_->tokens.begin() + std::ptrdiff_t(start + c_.seq_len + 1));
 }
 
-void DocumentStream::seek(StreamPosition p) {
+void DocumentStream::seek(StreamPosition p, std::vector<StreamPosition> saved) {
+  if (prefetch_.valid()) prefetch_.wait();
+  prefetch_ = {};
+  block_.reset();
+  set_prelude(std::move(saved));
+  if (prelude_ && p.epoch != prelude_->epoch)
+    throw bad_input("the saved data position is in epoch " + std::to_string(p.epoch) + ", outside the epoch " +
+                    std::to_string(prelude_->epoch) + " its saved ranks' positions deal; it is damaged");
   if (p.block >= units_on_this_rank(p.epoch))
     throw bad_input("the saved data position points at block " + std::to_string(p.block) + " of " +
                     std::to_string(units_on_this_rank(p.epoch)) + " on this rank; the data changed since the checkpoint");
   if (p.carry.size() > c_.seq_len) throw bad_input("the saved data position carries more than seq_len tokens; it is damaged");
+  position_ = std::move(p);
+  build_block();
+}
+
+void DocumentStream::resume_from(std::vector<StreamPosition> saved) {
   if (prefetch_.valid()) prefetch_.wait();
   prefetch_ = {};
   block_.reset();
-  position_ = std::move(p);
+  set_prelude(std::move(saved));
+  position_ = {};
+  std::tie(position_.epoch, position_.block) = first_block_from(prelude_->epoch, 0);
+  enter_block();
   build_block();
 }
 

@@ -15,6 +15,9 @@
 //     one continuous token stream.
 //   - Position: (epoch, block, next window, the carry the block started with). A resume
 //     rebuilds that block from its unit and continues with exactly the windows that followed.
+//   - Another world size: the positions every saved rank reached give this rank a prelude, its
+//     share of what they had left, read as its epoch E (saved_world.hpp); epochs after it are
+//     dealt as above. Until the prelude ends, the position needs the saved ranks' positions too.
 //
 // The next block's unit is read and tokenized on a helper thread while the current one is
 // consumed; tokenizing a unit splits its rows over `threads` threads. Torch-free, SDK-free;
@@ -57,6 +60,8 @@ struct StreamPosition {
   std::vector<int32_t> carry;  // the tokens block `block` started with
 };
 
+struct Prelude;
+
 class DocumentStream {
  public:
   // Opens every file once for its parts and columns. Throws a bad_input DataError for a
@@ -68,9 +73,14 @@ class DocumentStream {
   void next(std::vector<int64_t>& window);
 
   const StreamPosition& position() const { return position_; }
-  // Moves to a saved position (next() then rebuilds its block). Throws a bad_input DataError
-  // when the position cannot be one of these units.
-  void seek(StreamPosition p);
+  // Moves to a saved position (next() then rebuilds its block). `saved`: the positions of the
+  // run of another world size this one resumed, while its prelude is not over (saved_world()).
+  // Throws a bad_input DataError when the position cannot be one of these units.
+  void seek(StreamPosition p, std::vector<StreamPosition> saved = {});
+  // Starts this rank's share of what a run of saved.size() ranks had left (saved_world.hpp).
+  void resume_from(std::vector<StreamPosition> saved);
+  // The saved ranks' positions while this rank still reads their prelude; empty otherwise.
+  const std::vector<StreamPosition>& saved_world() const { return saved_; }
 
   uint64_t units() const { return units_.size(); }
   uint64_t rows() const { return rows_; }
@@ -81,11 +91,19 @@ class DocumentStream {
 
  private:
   struct Block;
+  struct Source {
+    uint64_t epoch, slot;  // the unit at place slot of epoch's order; its windows' order too
+  };
   std::vector<int32_t> unit_tokens(const Unit& unit) const;  // one unit's documents, tokenized (parts_)
-  const Unit& unit_at(uint64_t epoch, uint64_t block) const;
+  Source source_at(uint64_t epoch, uint64_t block) const;
+  const Unit& unit_of(Source source) const;
+  // (epoch, block) itself, or the first block after it when its epoch has no block on this rank.
+  std::pair<uint64_t, uint64_t> first_block_from(uint64_t epoch, uint64_t block) const;
+  void enter_block();     // position_ now at a block's start: a prelude block in progress sets its own
   void build_block();     // the block at position_ from its unit (or the prefetched tokens)
   void prefetch_next();   // starts tokenizing the unit after position_'s on the helper thread
   void advance_block();   // to the next block (or epoch), carrying the leftover tokens
+  void set_prelude(std::vector<StreamPosition> saved);
 
   StreamConfig c_;
   std::vector<Unit> units_;
@@ -93,6 +111,8 @@ class DocumentStream {
   bool text_ = true;
   PartTokens parts_;  // how a unit's rows become tokens
   StreamPosition position_;
+  std::vector<StreamPosition> saved_;  // a run of another world size's positions, while prelude_ lasts
+  std::unique_ptr<Prelude> prelude_;
   std::unique_ptr<Block> block_;
   // The tokens of the unit at (epoch, block) of prefetch_at_, being made on the helper thread.
   std::future<std::vector<int32_t>> prefetch_;

@@ -121,12 +121,43 @@ class Parquet final : public loom::Dataset {
   }
 
   int64_t batches_per_epoch() const override { return 0; }  // endless: each rank's epochs are its own
-  std::string save_state() const override { return encode_state(check_, stream_->position()); }
+  bool resumes_other_world_size() const override { return true; }
+  std::string save_state() const override { return encode_state(check_, stream_->position(), stream_->saved_world()); }
   void load_state(const std::string& state) override {
-    as_loom_error([&] { stream_->seek(decode_state(state, check_)); });
+    as_loom_error([&] {
+      if (const auto records = loom::decode_saved_world(state)) return resume_from(*records);
+      SavedState s = decode_state(state, check_);
+      stream_->seek(std::move(s.position), std::move(s.saved_world));
+    });
   }
 
  private:
+  // A run of another world size saved these (ABI 1.20): this rank reads its share of what they had
+  // left, then epochs of its own (saved_world.hpp).
+  void resume_from(const std::vector<std::string>& records) {
+    std::vector<StreamPosition> positions;
+    for (size_t r = 0; r < records.size(); ++r) {
+      StateCheck then = check_;
+      then.rank = uint32_t(r);
+      then.world_size = uint32_t(records.size());
+      SavedState s = decode_state(records[r], then);
+      if (!s.saved_world.empty())
+        throw loom::data::bad_input("saved rank " + std::to_string(r) + " was still reading its share of what a run of " +
+                                    std::to_string(s.saved_world.size()) + " ranks had left, in epoch " +
+                                    std::to_string(s.position.epoch) + "; resume on " + std::to_string(records.size()) +
+                                    " ranks from this checkpoint, or at another world size from one saved after that epoch");
+      positions.push_back(std::move(s.position));
+    }
+    uint64_t last = 0;
+    for (const StreamPosition& p : positions) last = std::max(last, p.epoch);
+    stream_->resume_from(std::move(positions));
+    const uint64_t mine = stream_->saved_world().empty() ? 0 : stream_->units_on_this_rank(last);
+    loom::log(LOOM_LOG_LEVEL_INFO, name,
+              "resumed from the positions of " + std::to_string(records.size()) + " ranks: this rank first reads " +
+                  std::to_string(mine) + " of the row groups they had left of epochs up to " + std::to_string(last) +
+                  ", then its share of each epoch after");
+  }
+
   std::optional<int32_t> separator_id(const std::string& separator) const {
     if (separator == "none") return std::nullopt;
     if (separator == "eos") {

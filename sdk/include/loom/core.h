@@ -47,6 +47,8 @@
  * 1.18 loom_host_api.param_created: the host keeps a part of each parameter as it is made.
  * 1.19 loom_host_api.param_write: a value loaded into a registered parameter as the host keeps
  *      it (loom_param_write_args).
+ * 1.20 loom_dataset_info_args.resumes_other_world_size: a dataset takes every saved rank's
+ *      position when a run resumes at another world size (LOOM_SAVED_WORLD_MAGIC).
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -82,7 +84,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 19
+#define LOOM_ABI_MINOR 20
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"

@@ -60,7 +60,19 @@ typedef struct loom_batch {
 typedef struct loom_dataset_info_args {
   size_t struct_size;
   int64_t batches_per_epoch; /* out; batches of one epoch on this rank; 0: endless or unknown */
+  /* (ABI 1.20) out; 0 on entry. 1: when a run resumes at another world size and the saved
+     ranks' positions differ, state_load takes all of them, in a LOOM_SAVED_WORLD_MAGIC record
+     (below), and this rank continues with its share of what they had left. 0: such a resume is
+     refused by the host (equal positions are handed to every rank as they are). */
+  int32_t resumes_other_world_size;
 } loom_dataset_info_args;
+
+/* (ABI 1.20) The record state_load gets when resumes_other_world_size is 1 and the run that
+   saved had another world size. Little-endian:
+     "LOOMSVW1" | u32 saved world size S | u32 0 | S x (u64 n | n bytes: rank r's saved state)
+   The host builds it from a checkpoint; a dataset still checks every size against the record's
+   length (loom/dataset.hpp decode_saved_world does). */
+#define LOOM_SAVED_WORLD_MAGIC "LOOMSVW1"
 
 typedef struct loom_dataset_vtable {
   size_t struct_size;
@@ -85,6 +97,7 @@ LOOM_ABI_OFFSET(loom_dataset_vtable, next, 3);
 LOOM_ABI_OFFSET(loom_dataset_vtable, state_load, 5);
 LOOM_ABI_OFFSET(loom_dataset_vtable, info, 6);
 LOOM_ABI_OFFSET(loom_dataset_info_args, batches_per_epoch, 1);
+LOOM_ABI_OFFSET(loom_dataset_info_args, resumes_other_world_size, 2);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,8 @@
 // Batch::fields; a host older than 1.2 does not receive them.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,7 +66,42 @@ class Dataset {
   // (ABI 1.2) Batches of one epoch on this rank, for run.epochs; a dataset that does not
   // override it reports none (endless or unknown).
   virtual int64_t batches_per_epoch() const { return 0; }
+  // (ABI 1.20) True: when a run resumes at another world size and the saved ranks' positions
+  // differ, load_state() receives all of them in one record (decode_saved_world below) and this
+  // rank takes its share of what they had left. False: the host refuses such a resume.
+  virtual bool resumes_other_world_size() const { return false; }
 };
+
+// (ABI 1.20) The saved ranks' states when `state` is a LOOM_SAVED_WORLD_MAGIC record (loom/dataset.h),
+// rank 0 first; nullopt when it is one rank's own state. Throws loom::Error (invalid argument)
+// for a record whose sizes do not add up (a checkpoint is untrusted input).
+inline std::optional<std::vector<std::string>> decode_saved_world(const std::string& state) {
+  constexpr size_t kMagic = sizeof(LOOM_SAVED_WORLD_MAGIC) - 1;
+  if (state.size() < kMagic || state.compare(0, kMagic, LOOM_SAVED_WORLD_MAGIC) != 0) return std::nullopt;
+  const auto damaged = [] {
+    return Error("the saved positions of another world size are damaged; resume from another checkpoint",
+                 LOOM_STATUS_CODE_INVALID_ARGUMENT);
+  };
+  const auto load = [&](size_t at, size_t bytes) {
+    if (at > state.size() || state.size() - at < bytes) throw damaged();
+    uint64_t v = 0;
+    for (size_t i = 0; i < bytes; ++i) v |= uint64_t(uint8_t(state[at + i])) << (8 * i);
+    return v;
+  };
+  const uint64_t count = load(kMagic, 4);
+  if (count == 0 || load(kMagic + 4, 4) != 0) throw damaged();
+  std::vector<std::string> states;
+  size_t at = kMagic + 8;
+  for (uint64_t r = 0; r < count; ++r) {
+    const uint64_t n = load(at, 8);
+    at += 8;
+    if (n > state.size() - at) throw damaged();
+    states.push_back(state.substr(at, size_t(n)));
+    at += size_t(n);
+  }
+  if (at != state.size()) throw damaged();
+  return states;
+}
 
 namespace detail {
 
@@ -109,14 +146,22 @@ inline loom_status* dataset_next(Dataset& dataset, loom_batch* out) {
 }
 
 LOOM_DETAIL_MEMBER_POINTER(batches_per_epoch)
+LOOM_DETAIL_MEMBER_POINTER(resumes_other_world_size)
 
 inline loom_status* dataset_info(loom_dataset* handle, loom_dataset_info_args* out) {
   return guard([&] {
     loom_dataset_info_args info = read_in(out);
     info.batches_per_epoch = self<Dataset>(handle).batches_per_epoch();
-    write_out(out, info);
+    info.resumes_other_world_size = self<Dataset>(handle).resumes_other_world_size() ? 1 : 0;
+    write_out(out, info);  // a host before 1.20 sized it without the flag
   });
 }
+
+// The info callback only for a dataset that says something through it.
+template <class T>
+inline constexpr bool dataset_has_info =
+    overridden<typename batches_per_epoch_pointer<T>::type, int64_t (Dataset::*)() const> ||
+    overridden<typename resumes_other_world_size_pointer<T>::type, bool (Dataset::*)() const>;
 
 }  // namespace detail
 
@@ -131,9 +176,7 @@ const void* Dataset::vtable() {
       [](loom_dataset* d, loom_batch* out) { return detail::dataset_next(detail::self<Dataset>(d), out); },
       detail::state_callbacks<T, Dataset, loom_dataset>::save,
       detail::state_callbacks<T, Dataset, loom_dataset>::load,
-      detail::overridden<typename detail::batches_per_epoch_pointer<T>::type, int64_t (Dataset::*)() const>
-          ? &detail::dataset_info
-          : nullptr};
+      detail::dataset_has_info<T> ? &detail::dataset_info : nullptr};
   return &vt;
 }
 
