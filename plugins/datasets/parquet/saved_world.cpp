@@ -48,8 +48,10 @@ Prelude deal_prelude(const std::vector<StreamPosition>& saved, uint64_t units, u
   std::vector<std::pair<uint64_t, uint64_t>> unstarted;  // (epoch, slot) of every unit not begun
   unstarted.reserve(size_t(left));
   for (uint64_t r = 0; r < S; ++r)
-    for (uint64_t e = saved[r].epoch; e <= out.epoch; ++e)
-      for (uint64_t k = e == saved[r].epoch ? saved[r].block + 1 : 0; k < share(r); ++k) unstarted.emplace_back(e, k * S + r);
+    for (uint64_t later = 0; later <= out.epoch - saved[r].epoch; ++later) {  // counted: no epoch + 1 can wrap
+      const uint64_t e = saved[r].epoch + later;
+      for (uint64_t k = later == 0 ? saved[r].block + 1 : 0; k < share(r); ++k) unstarted.emplace_back(e, k * S + r);
+    }
   std::sort(unstarted.begin(), unstarted.end());
   for (uint64_t i = rank; i < unstarted.size(); i += world) out.items.push_back({unstarted[i].first, unstarted[i].second});
   return out;

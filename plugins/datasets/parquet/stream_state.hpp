@@ -34,6 +34,8 @@ struct SavedState {
 inline constexpr char kStateMagic[8] = {'L', 'O', 'O', 'M', 'P', 'Q', 'S', '2'};
 inline constexpr char kStateMagicV1[8] = {'L', 'O', 'O', 'M', 'P', 'Q', 'S', '1'};
 inline constexpr size_t kStateHeaderBytes = 8 + 16 + 24;
+// No run reads 2^40 epochs; a record that says so is damaged (and epoch + 1 must not wrap).
+inline constexpr uint64_t kMaxEpoch = uint64_t(1) << 40;
 
 inline void encode_position(std::string& s, const StreamPosition& p) {
   for (const uint64_t v : {p.epoch, p.block, p.window, uint64_t(p.carry.size())}) data::append_le<uint64_t>(s, v);
@@ -85,6 +87,7 @@ inline SavedState decode_state(const std::string& s, const StateCheck& now) {
   const auto position = [&] {
     StreamPosition p;
     p.epoch = take(8);
+    if (p.epoch >= kMaxEpoch) throw data::bad_input("the saved data position is in epoch " + std::to_string(p.epoch) + "; it is damaged" + fresh);
     p.block = take(8);
     p.window = take(8);
     const uint64_t carry = take(8);
