@@ -214,8 +214,9 @@ TEST_CASE("parquet: a resume at another world size reads what the saved ranks ha
     CHECK(contains(other.load(loom::saved_world_record(std::vector<std::string>(size_t(world), mid_prelude))),
                    "was still reading its share of what a run of 2 ranks had left"));
   }
-  PluginDataset d("parquet", o, {5, 0, 3});
+  PluginDataset d("parquet", o, {5, 0, 3}), untouched("parquet", o, {5, 0, 3});
   CHECK(contains(d.load(record.substr(0, record.size() - 1)), "saved positions of another world size are damaged"));
+  CHECK(d.next() == untouched.next());  // a refused state changes nothing
 }
 
 TEST_CASE("parquet: the shuffle reorders row groups and windows, and an epoch reads every token once") {

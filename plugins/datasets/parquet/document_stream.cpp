@@ -67,8 +67,8 @@ DocumentStream::~DocumentStream() {
   if (prefetch_.valid()) prefetch_.wait();
 }
 
-uint64_t DocumentStream::units_on_this_rank(uint64_t epoch) const {
-  if (prelude_ && epoch == prelude_->epoch) return prelude_->items.size();
+uint64_t DocumentStream::units_on_this_rank(uint64_t epoch, const Prelude* prelude) const {
+  if (prelude && epoch == prelude->epoch) return prelude->items.size();
   return (units_.size() - c_.rank + c_.world_size - 1) / c_.world_size;
 }
 
@@ -109,14 +109,20 @@ void DocumentStream::enter_block() {
   }
 }
 
-void DocumentStream::set_prelude(std::vector<StreamPosition> saved) {
-  prelude_.reset();
-  saved_.clear();
-  if (saved.empty()) return;
-  prelude_ = std::make_unique<Prelude>(deal_prelude(saved, units_.size(), c_.rank, c_.world_size, c_.seq_len));
+std::unique_ptr<Prelude> DocumentStream::deal(const std::vector<StreamPosition>& saved) const {
+  if (saved.empty()) return nullptr;
+  return std::make_unique<Prelude>(deal_prelude(saved, units_.size(), c_.rank, c_.world_size, c_.seq_len));
+}
+
+void DocumentStream::move_to(StreamPosition p, std::unique_ptr<Prelude> prelude, std::vector<StreamPosition> saved) {
+  if (prefetch_.valid()) prefetch_.wait();
+  prefetch_ = {};
+  block_.reset();
   for (size_t r = 0; r < saved.size(); ++r)
     if (r % c_.world_size != c_.rank) saved[r].carry.clear();  // only the blocks this rank continues need theirs
+  prelude_ = std::move(prelude);
   saved_ = std::move(saved);
+  position_ = std::move(p);
 }
 
 std::vector<int32_t> DocumentStream::unit_tokens(const Unit& unit) const { return parts_.read(c_.files[unit.file], unit.part); }
@@ -179,28 +185,25 @@ void DocumentStream::next(std::vector<int64_t>& window) {
 }
 
 void DocumentStream::seek(StreamPosition p, std::vector<StreamPosition> saved) {
-  if (prefetch_.valid()) prefetch_.wait();
-  prefetch_ = {};
-  block_.reset();
-  set_prelude(std::move(saved));
-  if (prelude_ && p.epoch != prelude_->epoch)
+  std::unique_ptr<Prelude> prelude = deal(saved);  // checked before anything changes
+  if (prelude && p.epoch != prelude->epoch)
     throw bad_input("the saved data position is in epoch " + std::to_string(p.epoch) + ", outside the epoch " +
-                    std::to_string(prelude_->epoch) + " its saved ranks' positions deal; it is damaged");
-  if (p.block >= units_on_this_rank(p.epoch))
-    throw bad_input("the saved data position points at block " + std::to_string(p.block) + " of " +
-                    std::to_string(units_on_this_rank(p.epoch)) + " on this rank; the data changed since the checkpoint");
+                    std::to_string(prelude->epoch) + " its saved ranks' positions deal; it is damaged");
+  const uint64_t blocks = units_on_this_rank(p.epoch, prelude.get());
+  if (p.block >= blocks)
+    throw bad_input("the saved data position points at block " + std::to_string(p.block) + " of " + std::to_string(blocks) +
+                    " on this rank; the data changed since the checkpoint");
   if (p.carry.size() > c_.seq_len) throw bad_input("the saved data position carries more than seq_len tokens; it is damaged");
-  position_ = std::move(p);
+  move_to(std::move(p), std::move(prelude), std::move(saved));
   build_block();
 }
 
 void DocumentStream::resume_from(std::vector<StreamPosition> saved) {
-  if (prefetch_.valid()) prefetch_.wait();
-  prefetch_ = {};
-  block_.reset();
-  set_prelude(std::move(saved));
-  position_ = {};
-  std::tie(position_.epoch, position_.block) = first_block_from(prelude_->epoch, 0);
+  std::unique_ptr<Prelude> prelude = deal(saved);
+  if (!prelude) throw bad_input("no saved positions to resume from");
+  const uint64_t epoch = prelude->epoch;
+  move_to({}, std::move(prelude), std::move(saved));
+  std::tie(position_.epoch, position_.block) = first_block_from(epoch, 0);
   enter_block();
   build_block();
 }

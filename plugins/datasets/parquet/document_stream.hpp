@@ -84,7 +84,7 @@ class DocumentStream {
 
   uint64_t units() const { return units_.size(); }
   uint64_t rows() const { return rows_; }
-  uint64_t units_on_this_rank(uint64_t epoch) const;
+  uint64_t units_on_this_rank(uint64_t epoch) const { return units_on_this_rank(epoch, prelude_.get()); }
   // A number that changes when the files' parts or rows do (saved with the position).
   uint64_t layout_digest() const { return digest_; }
   bool text_column() const { return text_; }
@@ -103,7 +103,10 @@ class DocumentStream {
   void build_block();     // the block at position_ from its unit (or the prefetched tokens)
   void prefetch_next();   // starts tokenizing the unit after position_'s on the helper thread
   void advance_block();   // to the next block (or epoch), carrying the leftover tokens
-  void set_prelude(std::vector<StreamPosition> saved);
+  std::unique_ptr<Prelude> deal(const std::vector<StreamPosition>& saved) const;  // null for none
+  uint64_t units_on_this_rank(uint64_t epoch, const Prelude* prelude) const;
+  // Drops the block and prefetch, then takes the position, the prelude and its saved positions.
+  void move_to(StreamPosition p, std::unique_ptr<Prelude> prelude, std::vector<StreamPosition> saved);
 
   StreamConfig c_;
   std::vector<Unit> units_;
