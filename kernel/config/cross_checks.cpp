@@ -27,6 +27,20 @@ std::string where(const Manifest& manifest, const std::string& table, const std:
   return manifest.path.string();
 }
 
+// The parallel axes above 1 that offload does not combine with yet, as "tensor_parallel = 2";
+// empty when offload is off or there are none.
+std::string axes_without_offload(const DistributedSettings& d) {
+  if (d.offload == "none") return {};
+  std::string out;
+  for (const auto& [name, size] : {std::pair<const char*, int64_t>{"tensor_parallel", d.tensor_parallel},
+                                   {"sequence_parallel", d.sequence_parallel},
+                                   {"context_parallel", d.context_parallel},
+                                   {"expert_parallel", d.expert_parallel},
+                                   {"pipeline_parallel", d.pipeline_parallel}})
+    if (size > 1) out += (out.empty() ? "" : ", ") + std::string(name) + " = " + std::to_string(size);
+  return out;
+}
+
 // The nearest folder of path that exists, for a run folder that is not made yet.
 fs::path existing_ancestor(fs::path path) {
   std::error_code ec;
@@ -50,6 +64,10 @@ std::vector<std::string> cross_section_problems(const RunPlan& plan, const Manif
     out.push_back(where(manifest, "run", "global_batch_size") + ": [run] global_batch_size = " +
                   std::to_string(plan.run.global_batch_size) + " is not a multiple of [data] batch_size = " +
                   std::to_string(*batch) + ", so no number of ranks and accumulation steps makes it; pick a multiple");
+  if (const std::string axes = axes_without_offload(plan.distributed); !axes.empty())
+    out.push_back(where(manifest, "distributed", "offload") + ": [distributed] offload = \"" + plan.distributed.offload +
+                  "\" with " + axes + " is not built yet (their gathers expect the optimizer state on the device); "
+                  "remove offload, or set them to 1");
   const fs::path run_dir = fs::path(plan.run.dir) / plan.run.name;
   std::error_code ec;
   if (fs::exists(run_dir, ec) && !fs::is_directory(run_dir, ec)) {

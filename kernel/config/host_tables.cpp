@@ -241,6 +241,15 @@ const HostTable<DistributedSettings>& distributed_table() {
               "parallel; any mode resumes any other at any world size. README \"Sharding\" has the measured "
               "trade-offs.",
               {one_of({"none", "optimizer", "gradients", "parameters"})}),
+       option("offload", &S::offload,
+              "\"optimizer\" (ZeRO-Offload): the optimizer updates a copy of this rank's parameters (its slice with "
+              "shard) in host memory, pinned on CUDA, so its state (AdamW: 8 bytes a parameter) never takes device "
+              "memory; each step the clipped gradients go to the host, the update runs on the CPU and the parameters "
+              "come back. Also with one rank. Checkpoints are the same as without it, and resume either way. Not yet "
+              "with tensor, sequence, context, expert or pipeline parallelism, nor sparse tables; the update does not "
+              "yet overlap the backward. On the CPU it saves nothing (the copy shares the same memory). README "
+              "\"Optimizer offload\".",
+              {one_of({"none", "optimizer"})}),
        option("tensor_parallel", &S::tensor_parallel,
               "Ranks per tensor-parallel group (Megatron-LM's layout): each holds 1/T of every attention head "
               "set, MLP width and vocabulary of the model and sees the same batches; the world size must be a "

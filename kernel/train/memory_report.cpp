@@ -22,12 +22,15 @@ std::string out_of_memory_line(const std::string& device, int64_t step, double c
                                 device, step, cap_gib > 0 ? fmt::format(" (run.gpu_memory_gib = {:g})", cap_gib) : "",
                                 gib(held.parameters), gib(held.gradients), gib(held.optimizer_state));
   if (held.frozen > 0) out += fmt::format(", frozen weights {:.2f} GiB", gib(held.frozen));
+  if (held.offloaded > 0) out += fmt::format(" (and in host memory the offloaded optimizer, {:.2f} GiB)", gib(held.offloaded));
   if (peak_bytes > 0)
     out += fmt::format("; the allocator's peak was {:.2f} GiB, so the step's activations and workspace took about "
                        "{:.2f} GiB more",
                        gib(peak_bytes), gib(std::max<int64_t>(peak_bytes - held.total(), 0)));
   out += ". Lower data.batch_size or the sequence length, set [model] activation_checkpointing, shard the state "
-         "([distributed] shard), or ";
+         "([distributed] shard), ";
+  if (held.offloaded == 0) out += "move the optimizer to host memory ([distributed] offload = \"optimizer\"), ";
+  out += "or ";
   out += cap_gib > 0 ? "raise run.gpu_memory_gib" : "use a larger device";
   const std::string first_line = cause.substr(0, cause.find('\n'));
   return out + " (LibTorch: " + first_line + ")";

@@ -10,6 +10,7 @@ namespace loom {
 
 struct HeldBytes {
   int64_t parameters = 0, gradients = 0, optimizer_state = 0, frozen = 0;
+  int64_t offloaded = 0;  // [distributed] offload: the optimizer's state and copies, in host memory (not in total)
   int64_t total() const { return parameters + gradients + optimizer_state + frozen; }
 };
 

@@ -16,6 +16,7 @@
 #include "train/flat_params.hpp"
 #include "train/frozen_params.hpp"
 #include "train/gradient_writes.hpp"
+#include "train/optimizer_offload.hpp"
 #include "train/sparse_table_updates.hpp"
 #include "train/run_plan.hpp"
 #include "train/sliced_start.hpp"
@@ -106,6 +107,7 @@ struct Pipeline {
   FlatParams flat;  // rebinds the model's trainable dense parameters; the optimizer sees its buffers
   GradientWrites gradient_writes;  // each step's first gradient written over the last, not zeroed and added
   SparseTables sparse;  // the model's row-sparse tables (ABI 1.7), outside the flat buffers
+  std::unique_ptr<OptimizerOffload> offload;  // [distributed] offload = "optimizer": null otherwise
   OptimizerInstance optimizer;
   std::unique_ptr<OptimizerInstance> sparse_optimizer;  // [sparse_optimizer]: null without sparse tables
   ScheduleInstance schedule;
@@ -179,7 +181,8 @@ struct Pipeline {
         flat(flat_params_for(sliced_layout, dense_params(model.params()), shard_spec(c, context, stage_layers))),
         gradient_writes(dense_params(model.params()), flat.resident_gradients()),
         sparse(sparse_params(model.params()), model.component().name, context.sparse_shard_size > 1),
-        optimizer(c.optimizer, with_total_steps(context, steps), flat.abi()),
+        offload(make_offload(c, flat, sparse, model.component().name)),
+        optimizer(c.optimizer, with_total_steps(context, steps), offload ? offload->abi() : flat.abi()),
         schedule(c.schedule, with_total_steps(context, steps)) {
     make_sparse_optimizer(c, with_total_steps(context, steps));
     // Before ABI 1.5 an optimizer cannot say which state follows its slice, and a sharded
@@ -217,6 +220,20 @@ struct Pipeline {
   }
 
  private:
+  static std::unique_ptr<OptimizerOffload> make_offload(const RunPlan& c, const FlatParams& flat,
+                                                        const SparseTables& sparse, const std::string& model_name) {
+    if (c.distributed.offload == "none") return nullptr;
+    if (!sparse.empty())
+      throw usage_failure("[distributed] offload = \"" + c.distributed.offload + "\": model " + model_name +
+                          " has sparse tables, which offload does not take yet; remove offload");
+    auto offload = std::make_unique<OptimizerOffload>(flat);
+    spdlog::info("[distributed] offload = \"optimizer\": the optimizer updates a copy of the parameters in host memory "
+                 "(with the gradients {:.1f} MiB, the optimizer's state on top){}",
+                 static_cast<double>(offload->host_bytes()) / (1 << 20),
+                 flat.param_buffers().empty() || flat.param_buffers().front().is_cpu()
+                     ? "; on the CPU that saves no memory, the copy shares it" : "");
+    return offload;
+  }
   // Sparse tables and [sparse_optimizer] come together, and stay whole on every rank.
   void make_sparse_optimizer(const RunPlan& c, const RunContext& run) {
     const std::string model_name = model.component().name;

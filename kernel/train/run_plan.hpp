@@ -53,6 +53,7 @@ struct DistributedSettings {
   double pipeline_head_cost = 1;
   std::vector<std::string> pipeline_split_points;  // "layers.N": a listed cut instead of the cost's
   std::string sparse_tables = "replicated";  // or "row_sharded" (train/sparse_table_updates.hpp)
+  std::string offload = "none";  // or "optimizer" (train/optimizer_offload.hpp)
 };
 
 // [export]: Hugging Face folders written during training (XTuner's hf_interval).

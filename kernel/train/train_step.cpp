@@ -124,7 +124,9 @@ loom_control Trainer::train_step(Prefetcher& prefetch) {
   if (veto.skip_step) {
     ++summary_.skipped_steps;
   } else {
+    if (p_->offload) p_->offload->before_step();  // the clipped gradients to the host copy it updates
     p_->optimizer.step(progress_.lr, step);
+    if (p_->offload) p_->offload->after_step();
     if (p_->sparse_optimizer)
       p_->sparse_optimizer->sparse_step(p_->sparse_optimizer->base_lr() * schedule_factor, step, p_->sparse.grads());
   }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "base/failure.hpp"
 #include "base/signals.hpp"
@@ -289,13 +290,15 @@ HeldBytes Trainer::held_bytes() {
   }
   if (shards_) params = shards_->resident_param_bytes();
   for (const auto& st : p_->optimizer.state()) state += static_cast<int64_t>(st.tensor->nbytes());
+  int64_t offloaded = 0;
+  if (p_->offload) offloaded = p_->offload->host_bytes() + std::exchange(state, 0);
   params += p_->sparse.bytes();
   if (p_->sparse_optimizer)
     for (const auto& st : p_->sparse_optimizer->state()) state += static_cast<int64_t>(st.tensor->nbytes());
   int64_t frozen = 0;  // outside the flat buffers, whole on every rank
   for (const ModelParam& param : p_->model.params())
     if (param.frozen) frozen += static_cast<int64_t>(param.tensor->nbytes());
-  return {params, grads, state, frozen};
+  return {params, grads, state, frozen, offloaded};
 }
 
 void Trainer::log_state_bytes() {
@@ -303,9 +306,11 @@ void Trainer::log_state_bytes() {
   const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
   const int64_t peak = device_.is_cpu() ? peak_resident_bytes() : -1;
   spdlog::info("held per rank between steps: parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer state {:.1f} MiB"
-               "{} (shard {}, {} rank{}){}",
+               "{}{} (shard {}, {} rank{}){}",
                mib(held.parameters), mib(held.gradients), mib(held.optimizer_state),
                held.frozen > 0 ? fmt::format(", frozen weights {:.1f} MiB", mib(held.frozen)) : "",
+               held.offloaded > 0 ? fmt::format("; offloaded to host memory: the optimizer's state and copies, {:.1f} MiB",
+                                                mib(held.offloaded)) : "",
                shard_mode_name(p_->flat.shard().mode), world_size(), world_size() == 1 ? "" : "s",
                peak > 0 ? fmt::format("; this process's peak resident memory so far {:.0f} MiB", mib(peak)) : "");
 }

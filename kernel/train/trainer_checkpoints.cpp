@@ -35,6 +35,7 @@ void Trainer::restore(const std::filesystem::path& path, Restore mode) {
   }
   restore_tensors(*p_, loaded, path.string(), {plan_.checkpoint.allow_nonfinite, plan_.checkpoint.allow_unclaimed});
   if (shards_) shards_->release_all();  // the whole weights were written; keep this rank's slices
+  if (p_->offload) p_->offload->parameters_written();
   if (mode == Restore::resume) {
     data_state_ = data_state_for_this_rank(restored, path.string());
     if (p_->data.has_state()) p_->data.load_state(data_state_);

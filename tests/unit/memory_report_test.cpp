@@ -33,6 +33,7 @@ TEST_CASE("the out-of-memory line names what the rank held, the step's share, th
   CHECK(line.find("the allocator's peak was 39.00 GiB, so the step's activations and workspace took about 30.50 GiB") !=
         std::string::npos);
   CHECK(line.find("raise run.gpu_memory_gib") != std::string::npos);
+  CHECK(line.find("move the optimizer to host memory ([distributed] offload = \"optimizer\")") != std::string::npos);
   CHECK(line.find("(LibTorch: CUDA out of memory. Tried to allocate 2.00 GiB.)") != std::string::npos);
   CHECK(line.find("more detail") == std::string::npos);  // one line
   // No cap, no frozen weights, the peak unknown: none of them named.
@@ -42,4 +43,9 @@ TEST_CASE("the out-of-memory line names what the rank held, the step's share, th
   CHECK(bare.find("frozen") == std::string::npos);
   CHECK(bare.find("peak") == std::string::npos);
   CHECK(bare.find("use a larger device") != std::string::npos);
+  // Offloaded: the host's share is named, and offloading is not suggested again.
+  const std::string offloaded = out_of_memory_line("cuda:0", 3, 0, {gib, gib, 0, 0, 3 * gib}, -1, "CUDA out of memory.");
+  CAPTURE(offloaded);
+  CHECK(offloaded.find("optimizer state 0.00 GiB (and in host memory the offloaded optimizer, 3.00 GiB)") != std::string::npos);
+  CHECK(offloaded.find("offload = ") == std::string::npos);
 }
