@@ -25,4 +25,11 @@ bool is_device_out_of_memory(const std::string& message);
 std::string out_of_memory_line(const std::string& device, int64_t step, double cap_gib, const HeldBytes& held,
                                int64_t peak_bytes, const std::string& cause);
 
+// The same for an allocation that failed while the run was set up (the model built, the flat
+// buffers made, the optimizer's state allocated), before anything is held between steps:
+// "CUDA ran out of memory on cuda:0 while the run was set up (...): the allocator's peak was ...".
+// offloaded: [distributed] offload was on (then it is not suggested).
+std::string setup_out_of_memory_line(const std::string& device, double cap_gib, int64_t peak_bytes, bool offloaded,
+                                     const std::string& cause);
+
 }  // namespace loom

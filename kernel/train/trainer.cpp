@@ -80,7 +80,15 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
       stage_of_layer_ = stage_of_each_layer(cut_pipeline(plan_.distributed, layers, model.component().name), mesh_.pipeline);
       return other_stages_layers(model, stage_of_layer_, mesh_.pipeline_rank());
     };
-  p_ = std::make_unique<Pipeline>(plan, context, elsewhere, other_stages);
+  try {
+    p_ = std::make_unique<Pipeline>(plan, context, elsewhere, other_stages);
+  } catch (const std::exception& e) {  // out of CUDA memory while building: one line, not LibTorch's trace
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+    const std::string what = c10_error ? c10_error->what_without_backtrace() : e.what();
+    if (!device_.is_cuda() || !is_device_out_of_memory(what)) throw;
+    throw runtime_failure(setup_out_of_memory_line(device_.str(), settings_.gpu_memory_gib,
+                                                   cuda_peak_allocated_bytes(device_), plan.distributed.offload != "none", what));
+  }
   if (mesh_.ring && !p_->model.handles_context_parallel())
     throw usage_failure("[distributed] context_parallel = " + std::to_string(mesh_.sequence) + ": model " +
                         p_->model.component().name + " does not attend over rings of chunks (loom_model_attributes."

@@ -49,3 +49,22 @@ TEST_CASE("the out-of-memory line names what the rank held, the step's share, th
   CHECK(offloaded.find("optimizer state 0.00 GiB (and in host memory the offloaded optimizer, 3.00 GiB)") != std::string::npos);
   CHECK(offloaded.find("offload = ") == std::string::npos);
 }
+
+TEST_CASE("running out while the run is set up: one line with the allocator's peak and the fixes") {
+  const int64_t gib = int64_t{1} << 30;
+  const std::string line = setup_out_of_memory_line("cuda:0", 40, 39 * gib, false,
+                                                    "CUDA out of memory. Tried to allocate 12.00 GiB.\nmore");
+  CAPTURE(line);
+  CHECK(line.rfind("CUDA ran out of memory on cuda:0 while the run was set up (the model, its weights and gradients, "
+                   "the optimizer's state) (run.gpu_memory_gib = 40): the allocator's peak was 39.00 GiB. ", 0) == 0);
+  CHECK(line.find("move the optimizer to host memory ([distributed] offload = \"optimizer\")") != std::string::npos);
+  CHECK(line.find("[lora]") != std::string::npos);
+  CHECK(line.find("raise run.gpu_memory_gib (LibTorch: CUDA out of memory. Tried to allocate 12.00 GiB.)") !=
+        std::string::npos);
+  CHECK(line.find("more") == std::string::npos);
+  const std::string offloaded = setup_out_of_memory_line("cuda:1", 0, -1, true, "CUDA out of memory.");
+  CAPTURE(offloaded);
+  CHECK(offloaded.find("peak") == std::string::npos);
+  CHECK(offloaded.find("offload =") == std::string::npos);
+  CHECK(offloaded.find("use a larger device") != std::string::npos);
+}
