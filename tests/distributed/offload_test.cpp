@@ -79,7 +79,7 @@ TEST_CASE("with LoRA the offloaded optimizer updates the adapters only, as witho
   check_same_weights(dir / "none" / "checkpoints" / "step-10", dir / "optimizer" / "checkpoints" / "step-10");
 }
 
-TEST_CASE("offloaded runs resume bit for bit, from checkpoints with or without offload") {
+TEST_CASE("offloaded runs resume bit for bit, from checkpoints with or without offload, and on fewer ranks") {
   const fs::path dir = loom_test::tmp_dir("offload-resume");
   const std::string m = gpt_manifest(dir, 20);
   REQUIRE(run_host(launch(2, m, "whole", "optimizer", "optimizer")).code == 0);
@@ -95,6 +95,17 @@ TEST_CASE("offloaded runs resume bit for bit, from checkpoints with or without o
     CHECK(losses(dir / name) == losses(dir / "whole"));
     check_same_weights(dir / "whole" / "checkpoints" / "step-20", dir / name / "checkpoints" / "step-20");
   }
+  // The 2 ranks' sharded checkpoint at step 10, resumed on one rank: with offload as without.
+  REQUIRE(run_host(launch(2, m, "half", "optimizer", "optimizer") + " --set run.steps=10").code == 0);
+  for (const char* where : {"none", "optimizer"}) {
+    const std::string name = std::string("one-") + where;
+    fs::copy(dir / "half", dir / name, fs::copy_options::recursive);
+    const auto resumed = run_host(launch(1, m, name, "none", where));
+    REQUIRE_MESSAGE(resumed.code == 0, resumed.err);
+    CHECK(resumed.err.find("resumed from") != std::string::npos);
+  }
+  CHECK(losses(dir / "one-optimizer") == losses(dir / "one-none"));
+  check_same_weights(dir / "one-none" / "checkpoints" / "step-20", dir / "one-optimizer" / "checkpoints" / "step-20");
 }
 
 TEST_CASE("offload is refused with the parallel axes it does not take yet, and an unknown value by name") {
