@@ -75,10 +75,16 @@ class ReplayScope {
   at::ScalarType cpu_dtype_, cuda_dtype_;
 };
 
+// anchor: a tensor that requires grad, so that autograd runs backward through the block even
+// when its input does not (the embeddings frozen: LoRA, [model] freeze). Without it the block's
+// output would carry no gradient, and its parameters would get none: the run fails, or with
+// every_n, the first block's adapters silently do not train.
 struct Checkpoint : torch::autograd::Function<Checkpoint> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                                                c10::intrusive_ptr<FirstRun> first) {
+                                                const at::Tensor& anchor, c10::intrusive_ptr<FirstRun> first) {
+    (void)anchor;
     ctx->save_for_backward({x});
+    ctx->saved_data["input_wants_grad"] = x.requires_grad();
     Outputs y = first->block(x);  // autograd records nothing inside a Function's forward
     for (const at::Tensor& out : y)
       if (!at::isFloatingType(out.scalar_type())) ctx->mark_non_differentiable({out});
@@ -102,7 +108,7 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
     for (size_t i = 0; i < y.size(); ++i)
       if (grad_out[i].defined() && y[i].requires_grad()) outputs.push_back(y[i]), grads.push_back(grad_out[i]);
     if (!outputs.empty()) torch::autograd::backward(outputs, grads);
-    return {input.grad(), at::Tensor()};
+    return {ctx->saved_data["input_wants_grad"].toBool() ? input.grad() : at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -132,7 +138,9 @@ Outputs recomputed(std::function<Outputs(const at::Tensor&)> block, const at::Te
   first->cuda_autocast = at::autocast::is_autocast_enabled(at::kCUDA);
   first->cpu_autocast_dtype = at::autocast::get_autocast_dtype(at::kCPU);
   first->cuda_autocast_dtype = at::autocast::get_autocast_dtype(at::kCUDA);
-  return Checkpoint::apply(x, std::move(first));
+  // A new tensor only when the input carries no gradient (the case above); else x stands in.
+  const at::Tensor anchor = x.requires_grad() ? x : at::zeros({}, x.options()).requires_grad_(true);
+  return Checkpoint::apply(x, anchor, std::move(first));
 }
 
 }  // namespace loom_gpt
