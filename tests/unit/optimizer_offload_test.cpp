@@ -4,14 +4,11 @@
 #include "torch_doctest.hpp"  // before any torch or doctest header
 
 #include <ATen/ATen.h>
+#include <loom/torch.hpp>
 
 #include "train/optimizer_offload.hpp"
 
 using namespace loom;
-
-namespace {
-at::Tensor& of(loom_torch_tensor* handle) { return *reinterpret_cast<at::Tensor*>(handle); }
-}  // namespace
 
 TEST_CASE("offload: the optimizer updates host copies, which go to the parameters after the step") {
   at::Tensor w = at::randn({3, 4}).requires_grad_(true);
@@ -25,29 +22,29 @@ TEST_CASE("offload: the optimizer updates host copies, which go to the parameter
   const loom_param_group& host = *offload.abi().groups[0];
   CHECK(host.segments == device.segments);  // the same table: offsets into the slice
   CHECK(host.segment_count == device.segment_count);
-  at::Tensor& host_params = of(host.params);
-  at::Tensor& host_grads = of(host.grads);
-  CHECK(host_params.data_ptr() != of(device.params).data_ptr());
+  at::Tensor& host_params = tensor(host.params);
+  at::Tensor& host_grads = tensor(host.grads);
+  CHECK(host_params.data_ptr() != tensor(device.params).data_ptr());
   CHECK(host_params.numel() == 8);
   CHECK(host_grads.numel() == 8);
   CHECK(offload.host_bytes() == 2 * 8 * 4);
 
   (at::matmul(at::randn({2, 3}), w) + b).sum().backward();
   offload.before_step();
-  CHECK(at::equal(host_grads, of(device.grads)));
-  CHECK(at::equal(host_params, of(device.params)));
+  CHECK(at::equal(host_grads, tensor(device.grads)));
+  CHECK(at::equal(host_params, tensor(device.params)));
   const at::Tensor before = w.detach().clone();
 
   host_params.add_(1.0f);  // the optimizer's update
   CHECK(at::equal(w.detach(), before));  // not seen by the model until after_step
   offload.after_step();
-  CHECK(at::equal(of(device.params), host_params));
+  CHECK(at::equal(tensor(device.params), host_params));
   // w's last 8 elements are the slice (the buffer holds b first, then w)
   CHECK(at::equal(w.detach().flatten().narrow(0, 4, 8), before.flatten().narrow(0, 4, 8) + 1.0f));
   CHECK(at::equal(w.detach().flatten().narrow(0, 0, 4), before.flatten().narrow(0, 0, 4)));
 
   // A checkpoint load writes the model: the next step starts from its values, not the old copy.
-  of(device.params).fill_(3.0f);
+  tensor(device.params).fill_(3.0f);
   offload.before_step();
   CHECK_FALSE(at::equal(host_params, at::full({8}, 3.0f)));  // not told: the copy is kept (no read a step)
   offload.parameters_written();

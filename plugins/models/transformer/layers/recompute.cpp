@@ -81,8 +81,7 @@ class ReplayScope {
 // every_n, the first block's adapters silently do not train.
 struct Checkpoint : torch::autograd::Function<Checkpoint> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                                                const at::Tensor& anchor, c10::intrusive_ptr<FirstRun> first) {
-    (void)anchor;
+                                                const at::Tensor& /*anchor*/, c10::intrusive_ptr<FirstRun> first) {
     ctx->save_for_backward({x});
     ctx->saved_data["input_wants_grad"] = x.requires_grad();
     Outputs y = first->block(x);  // autograd records nothing inside a Function's forward
