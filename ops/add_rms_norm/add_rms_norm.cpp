@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../cpu_common/partial_tasks.hpp"
+#include "../cuda_dispatch/kernel_table.hpp"
 #include "add_rms_norm_cpu.hpp"
 #include "add_rms_norm_grads.hpp"
 
@@ -66,6 +67,9 @@ struct AddRmsNormCpu : torch::autograd::Function<AddRmsNormCpu> {
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,
                                                double eps) {
   check_shapes(x, delta, w, "add_rms_norm");
+  if (x.is_cuda())
+    if (const auto* kernels = cuda_dispatch::installed())
+      if (auto out = kernels->add_rms_norm(x, delta, w, eps)) return *std::move(out);
   const auto fused = [](const at::Tensor& t) {
     return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous() && t.layout() == at::kStrided;
   };

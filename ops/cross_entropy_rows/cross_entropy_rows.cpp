@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "../cuda_dispatch/kernel_table.hpp"
 #include "cross_entropy_rows_args.hpp"
 #include "cross_entropy_rows_cpu.hpp"
 
@@ -32,6 +33,9 @@ void check_targets(const int64_t* t, int64_t n, int64_t V, int64_t ignore_index)
 at::Tensor cross_entropy_rows(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index,
                               bool write_gradient) {
   cross_entropy_rows_detail::check_rows(logits, targets, kOp);
+  if (logits.is_cuda())
+    if (const auto* kernels = cuda_dispatch::installed())
+      if (auto loss = kernels->cross_entropy_rows(logits, targets, ignore_index, write_gradient)) return *std::move(loss);
   if (!fused_here(logits)) return reference::cross_entropy_rows(logits, targets, ignore_index, write_gradient);
   const int64_t n = logits.size(0), V = logits.size(1);
   const at::Tensor t = targets.contiguous();

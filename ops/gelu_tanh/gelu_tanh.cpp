@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "../cuda_dispatch/kernel_table.hpp"
 #include "gelu_tanh_cpu.hpp"
 
 namespace loom_ops {
@@ -40,6 +41,9 @@ struct GeluTanh : torch::autograd::Function<GeluTanh> {
 }  // namespace
 
 at::Tensor gelu_tanh(const at::Tensor& x) {
+  if (x.is_cuda())
+    if (const auto* kernels = cuda_dispatch::installed())
+      if (auto y = kernels->gelu_tanh(x)) return *std::move(y);
   if (x.device().is_cpu() && x.scalar_type() == at::kFloat && x.is_contiguous() && x.layout() == at::kStrided)
     return GeluTanh::apply(x);
   return at::gelu(x, "tanh");

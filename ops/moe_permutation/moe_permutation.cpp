@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "../cuda_dispatch/kernel_table.hpp"
 #include "moe_permutation_args.hpp"
 #include "moe_permutation_cpu.hpp"
 #include "moe_permutation_math.hpp"
@@ -109,12 +110,18 @@ bool choices_fit(int64_t k) { return k <= moe_permutation_math::kMaxChoices; }
 
 at::Tensor moe_permute(const at::Tensor& x, const at::Tensor& order, int64_t k) {
   moe_permutation_detail::check_permute(x, order, k, "moe_permute");
+  if (x.is_cuda())
+    if (const auto* kernels = cuda_dispatch::installed())
+      if (auto rows = kernels->moe_permute(x, order, k)) return *std::move(rows);
   if (!fused_here(x) || !choices_fit(k)) return reference::moe_permute(x, order, k);
   return PermuteCpu::apply(x, order.contiguous(), k);
 }
 
 at::Tensor moe_combine(const at::Tensor& rows, const at::Tensor& order, const at::Tensor& top) {
   moe_permutation_detail::check_combine(rows, order, top, "moe_combine");
+  if (rows.is_cuda())
+    if (const auto* kernels = cuda_dispatch::installed())
+      if (auto sums = kernels->moe_combine(rows, order, top)) return *std::move(sums);
   if (!fused_here(rows) || !fused_here(top) || !choices_fit(top.size(1))) return reference::moe_combine(rows, order, top);
   return CombineCpu::apply(rows, order.contiguous(), top);
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "../cpu_common/partial_tasks.hpp"
+#include "../cuda_dispatch/kernel_table.hpp"
 #include "rope_heads_args.hpp"
 #include "rope_heads_cpu.hpp"
 
@@ -82,6 +83,9 @@ bool fused_here(const at::Tensor& t) {
 at::Tensor rope_heads(const Rope& rope, const at::Tensor& x, const at::Tensor& positions,
                       const at::Tensor& norm_weight, double eps) {
   rope_heads_detail::check(rope, x, positions, norm_weight, "rope_heads");
+  if (x.is_cuda())
+    if (const auto* kernels = cuda_dispatch::installed())
+      if (auto y = kernels->rope_heads(rope, x, positions, norm_weight, eps)) return *std::move(y);
   const bool positions_here = !positions.defined() || (positions.device().is_cpu() && positions.is_contiguous());
   if (!fused_here(x) || !fused_here(norm_weight) || !fused_here(rope.cos) || !fused_here(rope.sin) || !positions_here)
     return reference::rope_heads(rope, x, positions, norm_weight, eps);

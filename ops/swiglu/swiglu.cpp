@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "../cuda_dispatch/kernel_table.hpp"
 #include "swiglu_cpu.hpp"
 #include "swiglu_shapes.hpp"
 
@@ -47,6 +48,9 @@ bool fused_here(const at::Tensor& t) {
 
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
   swiglu_detail::check_pair(gate, up, "swiglu");
+  if (gate.is_cuda())
+    if (const auto* kernels = cuda_dispatch::installed())
+      if (auto y = kernels->swiglu(gate, up)) return *std::move(y);
   if (!fused_here(gate) || !fused_here(up)) return reference::swiglu(gate, up);
   return SwigluCpu::apply(gate, up);
 }

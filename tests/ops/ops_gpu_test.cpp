@@ -13,6 +13,7 @@
 #include <loom_ops/block_attention.hpp>
 #include <loom_ops/chunked_loss.hpp>
 #include <loom_ops/cross_entropy_rows.hpp>
+#include <loom_ops/cuda_kernels.hpp>
 #include <loom_ops/fused_adamw.hpp>
 #include <loom_ops/gelu_tanh.hpp>
 #include <loom_ops/moe_permutation.hpp>
@@ -388,6 +389,42 @@ TEST_CASE("the ops' entry points on CUDA: the reference's numbers") {
     loom_ops::adamw_step_tensor_ops(p2, g, m2, v2, mask, s2, hyper);
   }
   CHECK(largest_error(p1, p2) < 1e-6);
+}
+
+TEST_CASE("cuda::use_kernels: the entry points run the kernels on what they take, ATen on the rest") {
+  at::manual_seed(9);
+  const auto bf16 = kCuda.dtype(at::kBFloat16);
+  const at::Tensor x = at::randn({64, 96}, bf16), d = at::randn({64, 96}, bf16), w = at::rand({96}, bf16) + 0.5;
+  const at::Tensor x32 = x.to(at::kFloat), w32 = w.to(at::kFloat);
+  loom_ops::cuda::use_kernels(true);
+  CHECK(loom_ops::cuda_kernels_in_use());
+  // Taken: the kernels' own bits.
+  CHECK(at::equal(loom_ops::gelu_tanh(x), loom_ops::cuda::gelu_tanh(x)));
+  CHECK(at::equal(loom_ops::swiglu(x, d), loom_ops::cuda::swiglu(x, d)));
+  CHECK(at::equal(loom_ops::add_rms_norm(x, d, w, 1e-6).second, loom_ops::cuda::add_rms_norm(x, d, w, 1e-6).second));
+  CHECK(at::equal(loom_ops::add_layer_norm(x, d, w, w, 1e-5).second,
+                  loom_ops::cuda::add_layer_norm(x, d, w, w, 1e-5).second));
+  const loom_ops::Rope rope(16, 32, 10000.0, kCuda.device());
+  const at::Tensor heads = at::randn({2, 16, 3, 32}, bf16), norm = at::rand({32}, kCuda) + 0.5;
+  CHECK(at::equal(loom_ops::rope_heads(rope, heads, at::Tensor(), norm, 1e-6),
+                  loom_ops::cuda::rope_heads(rope, heads, at::Tensor(), norm, 1e-6)));
+  const at::Tensor order = at::randperm(128, kCuda.dtype(at::kLong)), top = at::rand({64, 2}, bf16);
+  CHECK(at::equal(loom_ops::moe_permute(x, order, 2), loom_ops::cuda::moe_permute(x, order, 2)));
+  const at::Tensor expert_rows = at::randn({128, 96}, bf16);
+  CHECK(at::equal(loom_ops::moe_combine(expert_rows, order, top), loom_ops::cuda::moe_combine(expert_rows, order, top)));
+  const at::Tensor targets = at::randint(0, 96, {64}, kCuda.dtype(at::kLong));
+  at::Tensor logits_a = x.clone(), logits_b = x.clone();
+  CHECK(at::equal(loom_ops::cross_entropy_rows(logits_a, targets, -100, true),
+                  loom_ops::cuda::cross_entropy_rows(logits_b, targets, -100, true)));
+  CHECK(at::equal(logits_a, logits_b));  // the gradient written over the logits
+  // Not taken: a float32 residual beside a bfloat16 branch (autocast's mix) and a double take
+  // the reference, bit for bit.
+  CHECK(at::equal(loom_ops::add_rms_norm(x32, d, w32, 1e-6).second, loom_ops::reference::add_rms_norm(x32, d, w32, 1e-6).second));
+  const at::Tensor x64 = x.to(at::kDouble);
+  CHECK(at::equal(loom_ops::swiglu(x64, x64), loom_ops::reference::swiglu(x64, x64)));
+  loom_ops::cuda::use_kernels(false);
+  CHECK_FALSE(loom_ops::cuda_kernels_in_use());
+  CHECK(at::equal(loom_ops::gelu_tanh(x), at::gelu(x, "tanh")));
 }
 
 int main(int argc, char** argv) {

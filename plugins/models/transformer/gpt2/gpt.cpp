@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "layers/causal_lm.hpp"
+#include "layers/cuda_kernels.hpp"
 #include "layers/model_common.hpp"
 #include "components.hpp"
 
@@ -253,9 +254,12 @@ class Gpt final : public GptModel {
                    "Std of the normal init of embeddings and weights; c_proj weights get init_std / sqrt(2 n_layer)."),
       kActivationCheckpointingOption,
       kCheckpointEveryOption,
+      kCudaKernelsOption,
   };
 
-  Gpt(const loom::Config& c, const loom::Context& ctx) : GptModel(spec_from_options(c, ctx), ctx) {}
+  Gpt(const loom::Config& c, const loom::Context& ctx) : GptModel(spec_from_options(c, ctx), ctx) {
+    use_cuda_kernels_from(c, ctx, name);
+  }
 
  private:
   static GptSpec spec_from_options(const loom::Config& c, const loom::Context& ctx) {

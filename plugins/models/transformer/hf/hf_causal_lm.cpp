@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "layers/causal_lm.hpp"
+#include "layers/cuda_kernels.hpp"
 #include "layers/model_common.hpp"
 #include "components.hpp"
 #include "formats/format_error.hpp"
@@ -43,11 +44,13 @@ class HfCausalLm final : public loom::Model {
                    "attention_dropout is not used)."),
       kActivationCheckpointingOption,
       kCheckpointEveryOption,
+      kCudaKernelsOption,
   };
 
   HfCausalLm(const loom::Config& c, const loom::Context& ctx)
       : dir_(c.str("from")), tp_rank_(ctx.tensor_parallel_rank), tp_size_(ctx.tensor_parallel_size) {
     require(!dir_.empty(), "hf_causal_lm: option from is empty; name a Hugging Face model folder");
+    use_cuda_kernels_from(c, ctx, "hf_causal_lm");
     hf_ = read_hf_config(dir_);
     const std::string config_path = loom::formats::join(dir_, loom::formats::kHfConfig);
     int64_t seq_len = c.i64("seq_len");

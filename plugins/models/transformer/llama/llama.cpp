@@ -35,6 +35,7 @@
 #include <loom/tensor_parallel.hpp>
 
 #include "layers/causal_lm.hpp"
+#include "layers/cuda_kernels.hpp"
 #include "layers/model_common.hpp"
 #include "components.hpp"
 
@@ -400,9 +401,12 @@ class Llama final : public LlamaModel {
                    "Biases on q/k/v projections (Qwen2); without qk_norm exports as Qwen2ForCausalLM."),
       kActivationCheckpointingOption,
       kCheckpointEveryOption,
+      kCudaKernelsOption,
   };
 
-  Llama(const loom::Config& c, const loom::Context& ctx) : LlamaModel(spec_from_options(c, ctx), ctx) {}
+  Llama(const loom::Config& c, const loom::Context& ctx) : LlamaModel(spec_from_options(c, ctx), ctx) {
+    use_cuda_kernels_from(c, ctx, name);
+  }
 };
 
 }  // namespace
