@@ -16,10 +16,11 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-template <typename T>
+template <typename T, typename D>  // D: delta's type, T's or narrower beside a float32 x (elements.cuh)
 __global__ void __launch_bounds__(kThreads) forward_kernel(AddLayerNormParams p) {
   __shared__ float scratch[kWarps];
-  const T *x = static_cast<const T*>(p.x), *delta = static_cast<const T*>(p.delta);
+  const T* x = static_cast<const T*>(p.x);
+  const D* delta = static_cast<const D*>(p.delta);
   const T *w = static_cast<const T*>(p.w), *b = static_cast<const T*>(p.b);
   T *s = static_cast<T*>(p.s), *y = static_cast<T*>(p.y);
   const int64_t d = p.columns;
@@ -80,32 +81,30 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(AddLayerNormParams p
   for (int64_t j = threadIdx.x; j < d; j += kThreads) out[j] = dw_sum[j], out[d + j] = db_sum[j];
 }
 
-template <typename T>
-cudaError_t launch(const AddLayerNormParams& p, cudaStream_t stream, bool backward) {
-  if (p.rows == 0 || p.columns == 0) return cudaSuccess;
-  if (p.columns > kAddLayerNormMostColumns) return cudaErrorInvalidValue;
-  if (backward) {
-    const size_t shared = 2 * static_cast<size_t>(p.columns) * sizeof(float);
-    backward_kernel<T><<<static_cast<unsigned>(row_partial_blocks(p.rows)), kThreads, shared, stream>>>(p);
-  } else {
-    forward_kernel<T><<<row_forward_blocks(p.rows), kThreads, 0, stream>>>(p);
-  }
-  return cudaGetLastError();
-}
-
-cudaError_t dispatch(const AddLayerNormParams& p, cudaStream_t stream, bool backward) {
-  return dispatch_element_type(p.type, [&](auto* tag) {
-    return launch<std::remove_pointer_t<decltype(tag)>>(p, stream, backward);
-  });
-}
+bool nothing_to_do(const AddLayerNormParams& p) { return p.rows == 0 || p.columns == 0; }
 
 }  // namespace
 
 cudaError_t launch_add_layer_norm_forward(const AddLayerNormParams& p, cudaStream_t stream) {
-  return dispatch(p, stream, false);
+  if (nothing_to_do(p)) return cudaSuccess;
+  if (p.columns > kAddLayerNormMostColumns) return cudaErrorInvalidValue;
+  return dispatch_delta_type(p.type, p.delta_type, [&](auto* x_tag, auto* delta_tag) {
+    using T = std::remove_pointer_t<decltype(x_tag)>;
+    using D = std::remove_pointer_t<decltype(delta_tag)>;
+    forward_kernel<T, D><<<row_forward_blocks(p.rows), kThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+  });
 }
+
 cudaError_t launch_add_layer_norm_backward(const AddLayerNormParams& p, cudaStream_t stream) {
-  return dispatch(p, stream, true);
+  if (nothing_to_do(p)) return cudaSuccess;
+  if (p.columns > kAddLayerNormMostColumns) return cudaErrorInvalidValue;
+  return dispatch_element_type(p.type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const size_t shared = 2 * static_cast<size_t>(p.columns) * sizeof(float);
+    backward_kernel<T><<<static_cast<unsigned>(row_partial_blocks(p.rows)), kThreads, shared, stream>>>(p);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace loom_ops::cuda

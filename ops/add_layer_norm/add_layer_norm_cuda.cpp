@@ -50,6 +50,7 @@ struct AddLayerNormCuda : torch::autograd::Function<AddLayerNormCuda> {
     AddLayerNormParams p = params_for(s, w, mean, rstd);
     p.eps = static_cast<float>(eps);
     p.x = x.const_data_ptr();
+    p.delta_type = element_type_of(delta, kOp);
     p.delta = delta.const_data_ptr();
     p.b = b.numel() ? b.const_data_ptr() : nullptr;
     p.s = s.mutable_data_ptr();
@@ -75,7 +76,7 @@ struct AddLayerNormCuda : torch::autograd::Function<AddLayerNormCuda> {
     p.partial = partial.mutable_data_ptr<float>();
     check_launch(launch_add_layer_norm_backward(p, stream_of(in.s)));
     const at::Tensor sums = partial.sum(0).to(in.w.scalar_type());  // (2, D): dw, db
-    return {ds, ds, sums[0], in.b.numel() ? sums[1] : at::Tensor(), at::Tensor()};
+    return {ds, ds, sums[0], in.b.numel() ? sums[1] : at::Tensor(), at::Tensor()};  // autograd casts delta's to its dtype
   }
 };
 
@@ -86,10 +87,7 @@ std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::
   detail::check_shapes(x, delta, w, b, kOp);
   for (const at::Tensor* t : {&x, &delta, &w, &b}) {
     if (!t->defined()) continue;
-    check_arg(t->is_cuda() && t->device() == x.device() && t->scalar_type() == x.scalar_type(), kOp, [&] {
-      return "x, delta, w and b must be CUDA tensors of one dtype on one device, got " + t->device().str() + " " +
-             c10::toString(t->scalar_type()) + " beside " + x.device().str() + " " + c10::toString(x.scalar_type());
-    });
+    check_residual_operand(x, delta, *t, kOp, "x, delta, w and b");
   }
   check_arg(x.size(-1) <= kAddLayerNormMostColumns, kOp, [&] {
     return "rows of " + std::to_string(x.size(-1)) + " elements; the kernel takes " +

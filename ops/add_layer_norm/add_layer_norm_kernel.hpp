@@ -15,7 +15,8 @@ namespace loom_ops::cuda {
 constexpr int64_t kAddLayerNormMostColumns = 6144;
 
 struct AddLayerNormParams {
-  ElementType type = ElementType::float32;  // of every buffer but mean, rstd and partial
+  ElementType type = ElementType::float32;  // of every buffer but delta, mean, rstd and partial
+  ElementType delta_type = ElementType::float32;  // type, or bfloat16/float16 beside a float32 x
   int64_t rows = 0, columns = 0;            // contiguous (rows, columns) buffers
   float eps = 0;
   const void* x = nullptr;      // forward

@@ -46,6 +46,7 @@ struct AddRmsNormCuda : torch::autograd::Function<AddRmsNormCuda> {
     AddRmsNormParams p = params_for(s, w, inverse);
     p.eps = static_cast<float>(eps);
     p.x = x.const_data_ptr();
+    p.delta_type = element_type_of(delta, kOp);
     p.delta = delta.const_data_ptr();
     p.s = s.mutable_data_ptr();
     p.y = y.mutable_data_ptr();
@@ -72,7 +73,7 @@ struct AddRmsNormCuda : torch::autograd::Function<AddRmsNormCuda> {
     p.ds = ds.mutable_data_ptr();
     p.dw_partial = partial.mutable_data_ptr<float>();
     check_launch(launch_add_rms_norm_backward(p, stream_of(s)));
-    return {ds, ds, partial.sum(0).to(w.scalar_type()), at::Tensor()};
+    return {ds, ds, partial.sum(0).to(w.scalar_type()), at::Tensor()};  // autograd casts delta's to its dtype
   }
 };
 
@@ -81,10 +82,7 @@ struct AddRmsNormCuda : torch::autograd::Function<AddRmsNormCuda> {
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,
                                                double eps) {
   for (const at::Tensor* t : {&x, &delta, &w})
-    check_arg(t->is_cuda() && t->device() == x.device() && t->scalar_type() == x.scalar_type(), kOp, [&] {
-      return "x, delta and w must be CUDA tensors of one dtype on one device, got " + t->device().str() + " " +
-             c10::toString(t->scalar_type()) + " beside " + x.device().str() + " " + c10::toString(x.scalar_type());
-    });
+    check_residual_operand(x, delta, *t, kOp, "x, delta and w");
   check_arg(x.dim() >= 1 && x.sizes() == delta.sizes() && w.dim() == 1 && w.size(0) == x.size(-1) && x.size(-1) > 0,
             kOp, [] { return std::string("x and delta must be (..., D) of one shape, D at least 1, and w (D)"); });
   check_arg(x.size(-1) <= kAddRmsNormMostColumns, kOp, [&] {

@@ -46,4 +46,15 @@ cudaError_t dispatch_element_type(ElementType type, Launch&& launch) {
   return cudaErrorInvalidValue;
 }
 
+// launch(x_tag, delta_tag) for a residual add whose branch, delta, may be narrower than x: the
+// same type, or a float32 x beside a bfloat16 or float16 delta (autocast's residual stream:
+// x's type is the sum's, as ATen promotes it). Any other pair: cudaErrorInvalidValue.
+template <typename Launch>
+cudaError_t dispatch_delta_type(ElementType x_type, ElementType delta_type, Launch&& launch) {
+  if (x_type == delta_type)
+    return dispatch_element_type(x_type, [&](auto* tag) { return launch(tag, tag); });
+  if (x_type != ElementType::float32) return cudaErrorInvalidValue;
+  return dispatch_element_type(delta_type, [&](auto* delta_tag) { return launch(static_cast<float*>(nullptr), delta_tag); });
+}
+
 }  // namespace loom_ops::cuda

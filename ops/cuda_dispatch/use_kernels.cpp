@@ -14,6 +14,7 @@
 
 #include "../add_layer_norm/add_layer_norm_kernel.hpp"
 #include "../add_rms_norm/add_rms_norm_kernel.hpp"
+#include "../cuda_common/element_type_of.hpp"
 #include "../moe_permutation/moe_permutation_math.hpp"
 #include "../rope_heads/rope_heads_kernel.hpp"
 #include "kernel_table.hpp"
@@ -47,14 +48,22 @@ std::optional<at::Tensor> swiglu(const at::Tensor& gate, const at::Tensor& up) {
   return cuda::swiglu(gate, up);
 }
 
+// A residual add's branch: x's dtype, or autocast's bfloat16/float16 beside a float32 x.
+bool branch_beside(const at::Tensor& x, const at::Tensor& delta) {
+  return delta.is_cuda() && delta.device() == x.device() &&
+         (delta.scalar_type() == x.scalar_type() || cuda::narrower_branch(x, delta));
+}
+
 std::optional<TensorPair> add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w, double eps) {
-  if (!one_dtype_on_cuda({&x, &delta, &w}) || x.size(-1) > cuda::kAddRmsNormMostColumns) return std::nullopt;
+  if (!one_dtype_on_cuda({&x, &w}) || !branch_beside(x, delta) || x.size(-1) > cuda::kAddRmsNormMostColumns)
+    return std::nullopt;
   return cuda::add_rms_norm(x, delta, w, eps);
 }
 
 std::optional<TensorPair> add_layer_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,
                                          const at::Tensor& b, double eps) {
-  if (!one_dtype_on_cuda({&x, &delta, &w, &b}) || x.size(-1) > cuda::kAddLayerNormMostColumns) return std::nullopt;
+  if (!one_dtype_on_cuda({&x, &w, &b}) || !branch_beside(x, delta) || x.size(-1) > cuda::kAddLayerNormMostColumns)
+    return std::nullopt;
   return cuda::add_layer_norm(x, delta, w, b, eps);
 }
 

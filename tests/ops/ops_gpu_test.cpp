@@ -79,6 +79,19 @@ TEST_CASE("cuda::add_layer_norm: the reference's values and gradients in float32
       }
     }
   }
+  {  // autocast's residual stream: a float32 x and w beside a bfloat16 or float16 delta; the
+     // gradient of delta arrives rounded to its dtype
+    const at::Tensor x = at::randn({300, 768}, kCuda) * 2 + 3, delta = at::randn({300, 768}, kCuda);
+    const at::Tensor w = at::rand({768}, kCuda) + 0.5, bias = at::randn({768}, kCuda), a = at::randn({300, 768}, kCuda);
+    for (const at::ScalarType branch : {at::kBFloat16, at::kHalf}) {
+      const std::vector<double> errors = loom_ops_test::add_norm_errors(
+          loom_ops::cuda::add_layer_norm, loom_ops::reference::add_layer_norm, x, delta.to(branch), w, bias, a, x);
+      for (size_t k = 0; k < errors.size(); ++k) {
+        CAPTURE(k);
+        CHECK(errors[k] < (k < 2 ? 2e-6 : k == 3 ? 1e-2 : 2e-5));
+      }
+    }
+  }
   {  // no rows: empty outputs and zero gradients of w and b (no block runs)
     const at::Tensor w = (at::rand({16}, kCuda) + 0.5).requires_grad_(true), bias = at::zeros({16}, kCuda).requires_grad_(true);
     const auto [s, y] = loom_ops::cuda::add_layer_norm(at::zeros({0, 16}, kCuda), at::zeros({0, 16}, kCuda), w, bias, 1e-5);
@@ -114,6 +127,20 @@ TEST_CASE("cuda::add_rms_norm: the reference's values and gradients in float32, 
         }
       }
     }
+  }
+  {  // autocast's residual stream: a float32 x and w beside a bfloat16 or float16 delta
+    const at::Tensor x = at::randn({300, 1000}, kCuda) * 2, delta = at::randn({300, 1000}, kCuda);
+    const at::Tensor w = at::rand({1000}, kCuda) + 0.5, a = at::randn({300, 1000}, kCuda);
+    for (const at::ScalarType branch : {at::kBFloat16, at::kHalf}) {
+      const std::vector<double> errors =
+          loom_ops_test::add_rms_norm_errors(loom_ops::cuda::add_rms_norm, x, delta.to(branch), w, a, x);
+      for (size_t k = 0; k < errors.size(); ++k) {
+        CAPTURE(k);  // the gradient of delta (3) arrives rounded to its dtype
+        CHECK(errors[k] < (k < 2 ? 2e-6 : k == 3 ? 1e-2 : 2e-5));
+      }
+    }
+    CHECK_THROWS_AS(loom_ops::cuda::add_rms_norm(x.to(at::kBFloat16), delta, w.to(at::kBFloat16), 1e-6),
+                    std::invalid_argument);  // a float32 branch beside a bfloat16 x would widen the sum
   }
   {  // no rows: empty outputs and a zero gradient of w (no block runs)
     const at::Tensor w = (at::rand({16}, kCuda) + 0.5).requires_grad_(true);
@@ -417,9 +444,11 @@ TEST_CASE("cuda::use_kernels: the entry points run the kernels on what they take
   CHECK(at::equal(loom_ops::cross_entropy_rows(logits_a, targets, -100, true),
                   loom_ops::cuda::cross_entropy_rows(logits_b, targets, -100, true)));
   CHECK(at::equal(logits_a, logits_b));  // the gradient written over the logits
-  // Not taken: a float32 residual beside a bfloat16 branch (autocast's mix) and a double take
-  // the reference, bit for bit.
-  CHECK(at::equal(loom_ops::add_rms_norm(x32, d, w32, 1e-6).second, loom_ops::reference::add_rms_norm(x32, d, w32, 1e-6).second));
+  // autocast's float32 residual beside a bfloat16 branch: the kernel too.
+  CHECK(at::equal(loom_ops::add_rms_norm(x32, d, w32, 1e-6).second, loom_ops::cuda::add_rms_norm(x32, d, w32, 1e-6).second));
+  // Not taken: a float32 branch beside a bfloat16 residual (the sum would widen) and a double
+  // take the reference, bit for bit.
+  CHECK(at::equal(loom_ops::add_rms_norm(x, x32, w, 1e-6).second, loom_ops::reference::add_rms_norm(x, x32, w, 1e-6).second));
   const at::Tensor x64 = x.to(at::kDouble);
   CHECK(at::equal(loom_ops::swiglu(x64, x64), loom_ops::reference::swiglu(x64, x64)));
   loom_ops::cuda::use_kernels(false);

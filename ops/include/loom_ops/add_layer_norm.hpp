@@ -35,7 +35,8 @@ std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::
 }  // namespace fused_cpu
 
 namespace cuda {
-// The same on CUDA tensors of float32, bfloat16 or float16 (one dtype, D at most 6144),
+// The same on CUDA tensors of float32, bfloat16 or float16 (one dtype, or a bfloat16/float16
+// delta beside float32 others as autocast's residual stream has it; D at most 6144),
 // computed in fp32 by ops/add_layer_norm/add_layer_norm.cu with the reference's roundings (s
 // rounded to the dtype, the norm from it in fp32, y rounded once): one block a row, forward and
 // backward. Defined in loom_ops_cuda: link it to call this.

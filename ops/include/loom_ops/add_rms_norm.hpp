@@ -26,7 +26,8 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Te
 }  // namespace reference
 
 namespace cuda {
-// The same on CUDA tensors of float32, bfloat16 or float16 (x, delta and w of one dtype, D at
+// The same on CUDA tensors of float32, bfloat16 or float16 (x, delta and w of one dtype, or a
+// bfloat16/float16 delta beside a float32 x and w as autocast's residual stream has it; D at
 // most 12288), computed in fp32 by ops/add_rms_norm/add_rms_norm.cu with the reference's roundings
 // (s and the normalised value rounded to the dtype before they are used): one block a row,
 // forward and backward. Defined in loom_ops_cuda: link it to call this.
