@@ -3,7 +3,8 @@
 // fp32. The roundings are the reference's: s is rounded to the element type before it is squared
 // and normalised, the normalised value before it meets w, dy w before the norm's gradient. delta
 // may be narrower than x (autocast's bf16 branch beside an fp32 residual: x's type is then the
-// sum's, as the reference promotes it); backward's gradient is x's type for both.
+// sum's, as the reference promotes it); backward's gradient is x's type for both. Without delta
+// (null) the kernels are RMSNorm alone: s is x, and forward does not write it.
 #include <type_traits>
 
 #include "../cuda_common/block_sum.cuh"
@@ -29,14 +30,20 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* x, const D* 
     const int64_t base = row * d;
     float squares = 0;
     for (int64_t j = threadIdx.x; j < d; j += kThreads) {
+      if (!delta) {  // RMSNorm alone: s is x
+        const float v = load(x, base + j);
+        squares += v * v;
+        continue;
+      }
       const float v = rounded<T>(load(x, base + j) + load(delta, base + j));
       store(s, base + j, v);
       squares += v * v;
     }
     const float r = inverse_rms(block_sum<kWarps>(squares, scratch), d, eps);
     if (threadIdx.x == 0) inverse[row] = r;
+    const T* normalised = delta ? s : x;
     for (int64_t j = threadIdx.x; j < d; j += kThreads)  // each thread reads back what it wrote
-      store(y, base + j, rounded<T>(load(s, base + j) * r) * load(w, j));
+      store(y, base + j, rounded<T>(load(normalised, base + j) * r) * load(w, j));
   }
 }
 

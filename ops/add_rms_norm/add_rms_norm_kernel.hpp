@@ -20,7 +20,7 @@ struct AddRmsNormParams {
   int64_t rows = 0, columns = 0;                  // contiguous (rows, columns) buffers
   float eps = 0;
   const void* x = nullptr;      // forward
-  const void* delta = nullptr;  // forward
+  const void* delta = nullptr;  // forward; null: RMSNorm alone (s is x and is not written)
   const void* w = nullptr;      // (columns)
   void* s = nullptr;            // forward: written (x + delta); backward: read
   void* y = nullptr;            // forward: written

@@ -22,6 +22,7 @@ using TensorPair = std::pair<at::Tensor, at::Tensor>;
 struct KernelTable {
   std::optional<at::Tensor> (*gelu_tanh)(const at::Tensor& x);
   std::optional<at::Tensor> (*swiglu)(const at::Tensor& gate, const at::Tensor& up);
+  std::optional<at::Tensor> (*rms_norm)(const at::Tensor& x, const at::Tensor& w, double eps);
   std::optional<TensorPair> (*add_rms_norm)(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,
                                             double eps);
   std::optional<TensorPair> (*add_layer_norm)(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,

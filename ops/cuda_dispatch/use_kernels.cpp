@@ -7,6 +7,7 @@
 #include <loom_ops/cuda_kernels.hpp>
 #include <loom_ops/gelu_tanh.hpp>
 #include <loom_ops/moe_permutation.hpp>
+#include <loom_ops/rms_norm.hpp>
 #include <loom_ops/rope_heads.hpp>
 #include <loom_ops/swiglu.hpp>
 
@@ -46,6 +47,11 @@ std::optional<at::Tensor> gelu_tanh(const at::Tensor& x) {
 std::optional<at::Tensor> swiglu(const at::Tensor& gate, const at::Tensor& up) {
   if (!one_dtype_on_cuda({&gate, &up})) return std::nullopt;
   return cuda::swiglu(gate, up);
+}
+
+std::optional<at::Tensor> rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  if (!one_dtype_on_cuda({&x, &w}) || x.size(-1) > cuda::kAddRmsNormMostColumns) return std::nullopt;
+  return cuda::rms_norm(x, w, eps);
 }
 
 // A residual add's branch: x's dtype, or autocast's bfloat16/float16 beside a float32 x.
@@ -96,8 +102,8 @@ std::optional<at::Tensor> cross_entropy_rows(const at::Tensor& logits, const at:
   return cuda::cross_entropy_rows(logits, targets, ignore_index, write_gradient);
 }
 
-constexpr KernelTable kKernels{gelu_tanh,  swiglu,      add_rms_norm, add_layer_norm,
-                               rope_heads, moe_permute, moe_combine,  cross_entropy_rows};
+constexpr KernelTable kKernels{gelu_tanh,  swiglu,      rms_norm,    add_rms_norm,      add_layer_norm,
+                               rope_heads, moe_permute, moe_combine, cross_entropy_rows};
 
 }  // namespace
 }  // namespace loom_ops::cuda_dispatch

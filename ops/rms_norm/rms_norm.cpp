@@ -10,6 +10,7 @@
 // The loops are add_rms_norm's with no add (delta null): one set of RMSNorm loops on the CPU.
 #include "../add_rms_norm/add_rms_norm_cpu.hpp"
 #include "../cpu_common/partial_tasks.hpp"
+#include "../cuda_dispatch/kernel_table.hpp"
 
 namespace loom_ops {
 namespace {
@@ -65,6 +66,9 @@ bool fused_here(const at::Tensor& t) {
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
   check_shapes(x, w, "rms_norm");
+  if (x.is_cuda())
+    if (const auto* kernels = cuda_dispatch::installed())
+      if (auto y = kernels->rms_norm(x, w, eps)) return *std::move(y);
   if (!fused_here(x) || !fused_here(w)) return reference::rms_norm(x, w, eps);
   return RmsNormCpu::apply(x, w, eps);
 }

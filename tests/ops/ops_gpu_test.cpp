@@ -153,6 +153,41 @@ TEST_CASE("cuda::add_rms_norm: the reference's values and gradients in float32, 
                   std::invalid_argument);
 }
 
+TEST_CASE("cuda::rms_norm: the reference's values and gradients in float32, bfloat16 and float16") {
+  // add_rms_norm's kernels with no delta: rows narrower and wider than a block, 700 rows.
+  at::manual_seed(12);
+  struct Case { at::ScalarType type; double value, gradient; };
+  for (const int64_t d : {40, 1000, 4099}) {
+    CAPTURE(d);
+    const at::Tensor x = at::randn({700, d}, kCuda) * 2, w = at::rand({d}, kCuda) + 0.5, gy = at::randn({700, d}, kCuda);
+    for (const Case c : {Case{at::kFloat, 2e-6, 2e-5}, Case{at::kBFloat16, 1e-2, 3e-2}, Case{at::kHalf, 2e-3, 5e-3}}) {
+      const std::string type_name = c10::toString(c.type);
+      CAPTURE(type_name);
+      const auto outputs = [&](const at::Tensor& xs, const at::Tensor& ws, bool kernel) {
+        const at::Tensor xi = xs.detach().clone().requires_grad_(true), wi = ws.detach().clone().requires_grad_(true);
+        const at::Tensor y = kernel ? loom_ops::cuda::rms_norm(xi, wi, 1e-6) : loom_ops::reference::rms_norm(xi, wi, 1e-6);
+        const auto grads = torch::autograd::grad({(y * gy.to(y.scalar_type())).sum()}, {xi, wi});
+        return std::vector<at::Tensor>{y.detach(), grads[0], grads[1]};
+      };
+      const auto got = outputs(x.to(c.type), w.to(c.type), true);
+      const auto want = outputs(x.to(c.type).to(at::kDouble), w.to(c.type).to(at::kDouble), false);
+      for (size_t k = 0; k < got.size(); ++k) {
+        CAPTURE(k);  // y, then the gradients of x and w
+        CHECK((got[k].scalar_type() == c.type));
+        CHECK(largest_error(got[k], want[k]) < (k == 0 ? c.value : c.gradient));
+      }
+    }
+  }
+  {  // no rows: an empty output and a zero gradient of w
+    const at::Tensor w = (at::rand({16}, kCuda) + 0.5).requires_grad_(true);
+    const at::Tensor y = loom_ops::cuda::rms_norm(at::zeros({0, 16}, kCuda), w, 1e-6);
+    CHECK(y.numel() == 0);
+    CHECK(torch::autograd::grad({y.sum()}, {w})[0].abs().sum().item<double>() == 0.0);
+  }
+  CHECK_THROWS_AS(loom_ops::cuda::rms_norm(at::randn({2, 8}, kCuda), at::ones({8}, kCuda).to(at::kBFloat16), 1e-6),
+                  std::invalid_argument);
+}
+
 TEST_CASE("cuda::rope_heads: the reference's values and gradients in float32, bfloat16 and float16") {
   // Heads of 64, 128 and 256 channels (2 to 8 pairs a lane), with and without Qwen3's per-head
   // norm (its weight of x's dtype, or float32 as under autocast: the result then float32), with
@@ -429,6 +464,7 @@ TEST_CASE("cuda::use_kernels: the entry points run the kernels on what they take
   CHECK(at::equal(loom_ops::gelu_tanh(x), loom_ops::cuda::gelu_tanh(x)));
   CHECK(at::equal(loom_ops::swiglu(x, d), loom_ops::cuda::swiglu(x, d)));
   CHECK(at::equal(loom_ops::add_rms_norm(x, d, w, 1e-6).second, loom_ops::cuda::add_rms_norm(x, d, w, 1e-6).second));
+  CHECK(at::equal(loom_ops::rms_norm(x, w, 1e-6), loom_ops::cuda::rms_norm(x, w, 1e-6)));
   CHECK(at::equal(loom_ops::add_layer_norm(x, d, w, w, 1e-5).second,
                   loom_ops::cuda::add_layer_norm(x, d, w, w, 1e-5).second));
   const loom_ops::Rope rope(16, 32, 10000.0, kCuda.device());

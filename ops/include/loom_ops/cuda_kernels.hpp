@@ -4,7 +4,7 @@
 // (the transformer models' option cuda_kernels = "loom") to measure and check them in place.
 // On: each entry point given CUDA tensors the kernel takes (float32, bfloat16 or float16, one
 // dtype, within its size limits) runs the kernel; anything else, and every CPU tensor, takes
-// the path it takes when off. The ops switched: gelu_tanh, swiglu, add_rms_norm,
+// the path it takes when off. The ops switched: gelu_tanh, swiglu, rms_norm, add_rms_norm,
 // add_layer_norm, rope_heads, moe_permute, moe_combine, cross_entropy_rows (so the chunked loss).
 #pragma once
 

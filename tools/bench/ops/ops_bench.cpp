@@ -165,7 +165,12 @@ int main(int argc, char** argv) {
     const Path norm = [&](const at::Tensor& x) { return loom_ops::rms_norm(x, weight, 1e-5); };
     const Path native = [&](const at::Tensor& x) { return at::rms_norm(x, {C}, weight.to(x.scalar_type()), 1e-5); };
     const Path composed = [&](const at::Tensor& x) { return loom_ops::reference::rms_norm(x, weight, 1e-5); };
-    compare("rms_norm", hidden, {{"reference", composed}, {"at::rms_norm", native}, {"entry", norm}}, o);
+    std::vector<std::pair<std::string, Path>> norms{{"reference", composed}, {"at::rms_norm", native}, {"entry", norm}};
+#ifdef LOOM_BENCH_OPS_CUDA
+    const Path kernel = [&](const at::Tensor& x) { return loom_ops::cuda::rms_norm(x, weight.to(x.scalar_type()), 1e-5); };
+    if (o.device.is_cuda()) norms.emplace_back("cuda_kernel", kernel);
+#endif
+    compare("rms_norm", hidden, norms, o);
 
     // The residual add and the norm after it (x is the residual stream, delta a branch's output);
     // the path's y, s left to the next layer.
