@@ -236,8 +236,8 @@ const HostTable<DistributedSettings>& distributed_table() {
               "What the ranks split instead of each holding it whole: \"none\" (replicated), \"optimizer\" "
               "(ZeRO-1: each rank keeps and updates 1/N of the optimizer state, then parameters are all-gathered), "
               "\"gradients\" (ZeRO-2: gradients are also reduced only to the rank that owns them) or "
-              "\"parameters\" (ZeRO-3: also the weights of each layer, gathered just before the layer runs; CPU, "
-              "models that declare units: gpt, llama, hf_causal_lm). Checkpoints are then written by every rank in "
+              "\"parameters\" (ZeRO-3: also the weights of each layer, gathered just before the layer runs; CPU and "
+              "CUDA, models that declare units: gpt, llama, hf_causal_lm). Checkpoints are then written by every rank in "
               "parallel; any mode resumes any other at any world size. README \"Sharding\" has the measured "
               "trade-offs.",
               {one_of({"none", "optimizer", "gradients", "parameters"})}),

@@ -13,6 +13,7 @@
 #include "train/cpu_memory.hpp"
 #include "train/stage_runner.hpp"
 #include "train/device.hpp"
+#include "train/mapped_cuda_memory.hpp"
 #include "train/mesh_groups.hpp"
 #include "train/cuda_probe.hpp"
 #include "train/peak_flops.hpp"
@@ -114,8 +115,15 @@ std::unique_ptr<GradientSync> build_gradient_sync(const RunPlan& plan, Pipeline&
 std::unique_ptr<ParameterShards> build_parameter_shards(const RunPlan& plan, Pipeline& pipeline, Communicator* comm,
                                                         const at::Device& device) {
   if (pipeline.flat.shard().mode != ShardMode::parameters || !comm) return nullptr;
-  if (!device.is_cpu())
-    throw usage_failure("[distributed] shard = \"parameters\" gives memory back on the CPU only in this version; on " +
+  if (device.is_cuda() && !mapped_cuda_memory_built())
+    throw usage_failure("[distributed] shard = \"parameters\" on " + device.str() +
+                        ": this build has no CUDA runtime to give memory back with; use shard = \"gradients\"");
+  if (device.is_cuda())
+    spdlog::warn("[distributed] shard = \"parameters\" on {}: each layer's weights are mapped while it runs and "
+                 "unmapped after (CUDA virtual memory); this path has not run on a GPU yet, so compare the losses "
+                 "with shard = \"gradients\"", device.str());
+  else if (!device.is_cpu())
+    throw usage_failure("[distributed] shard = \"parameters\" gives memory back on the CPU and CUDA only; on " +
                         device.str() + " use shard = \"gradients\"");
   if (plan.hf_export.enabled)
     throw usage_failure("[distributed] shard = \"parameters\" with [export]: no rank holds the whole model between "

@@ -8,6 +8,7 @@
 
 #include "base/failure.hpp"
 #include "train/cpu_memory.hpp"
+#include "train/mapped_cuda_memory.hpp"
 
 namespace loom {
 
@@ -79,7 +80,10 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, b
     // Padding to a multiple of the world size gives every rank an equal chunk to all-gather.
     const int64_t padded = group->sharded ? (group->numel + world - 1) / world * world : group->numel;
     const at::TensorOptions options = members.front()->tensor->options().requires_grad(false);
-    group->params = copy_values ? at::zeros({padded}, options) : lazily_zeroed(padded, options);
+    const bool mapped = shard_.mapped_params && options.device().is_cuda();
+    group->params = mapped        ? mapped_cuda_zeros(padded, options.dtype().toScalarType(), options.device())
+                    : copy_values ? at::zeros({padded}, options)
+                                  : lazily_zeroed(padded, options);
     group->grads = copy_values ? at::zeros({padded}, options) : lazily_zeroed(padded, options);
     const int64_t chunk = padded / world;
     group->owned = OwnedSlice{0, group->numel};

@@ -1,6 +1,7 @@
 #include "train/parameter_shards.hpp"
 
 #include <ATen/core/grad_mode.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <map>
@@ -8,6 +9,7 @@
 #include "base/failure.hpp"
 #include "train/cpu_memory.hpp"
 #include "train/grad_sync.hpp"
+#include "train/mapped_cuda_memory.hpp"
 
 namespace loom {
 namespace {
@@ -107,7 +109,15 @@ ParameterShards::ParameterShards(const std::vector<ModelParam>& params, FlatPara
   set_unit_boundaries(this);
 }
 
-ParameterShards::~ParameterShards() { set_unit_boundaries(nullptr); }
+ParameterShards::~ParameterShards() {
+  set_unit_boundaries(nullptr);
+  if (const int64_t peak = peak_mapped_cuda_bytes(); peak > 0) {
+    int64_t whole = 0;
+    for (const at::Tensor& b : flat_.param_buffers()) whole += static_cast<int64_t>(b.nbytes());
+    spdlog::info("[distributed] shard = \"parameters\": at most {:.1f} MiB of weights were mapped on the GPU at once, "
+                 "of {:.1f} MiB whole", static_cast<double>(peak) / (1 << 20), static_cast<double>(whole) / (1 << 20));
+  }
+}
 
 ParameterShards::Unit& ParameterShards::unit_at(int64_t unit, const char* phase) {
   if (unit < 0 || unit >= unit_count())
@@ -118,6 +128,7 @@ ParameterShards::Unit& ParameterShards::unit_at(int64_t unit, const char* phase)
 
 void ParameterShards::start_gather(Unit& u) {
   if (u.state != State::released) return;
+  for (const at::Tensor& range : u.unowned) acquire_mapped(range);  // CUDA: memory under it again
   for (Piece& p : u.pieces) u.tickets.push_back(comm_.start_broadcast(p.range, p.owner));
   u.state = State::gathering;
 }
@@ -131,7 +142,8 @@ void ParameterShards::ensure_gathered(Unit& u) {
 
 void ParameterShards::release(Unit& u) {
   if (u.state == State::gathering) ensure_gathered(u);  // a broadcast may still write into it
-  for (const at::Tensor& range : u.unowned) release_memory(range, /*zeroed=*/false);
+  for (const at::Tensor& range : u.unowned)
+    if (!release_mapped(range)) release_memory(range, /*zeroed=*/false);
   u.state = State::released;
 }
 
@@ -178,6 +190,17 @@ void ParameterShards::begin_backward() {
 }
 
 void ParameterShards::gather_root() { ensure_gathered(root_); }
+
+void ParameterShards::acquire_all() {
+  for (Unit* u : all_units())
+    for (const at::Tensor& range : u->unowned) acquire_mapped(range);
+}
+
+std::vector<ParameterShards::Unit*> ParameterShards::all_units() {
+  std::vector<Unit*> out{&root_};
+  for (Unit& u : units_) out.push_back(&u);
+  return out;
+}
 
 void ParameterShards::release_all() {
   for (Unit& u : units_) release(u);

@@ -4,7 +4,8 @@
 // inside its own slice of the flat buffer (FlatParams); the rest is gathered from the ranks
 // that own it (one broadcast per owner's piece) just before the unit's forward and again
 // before its backward, with the next unit's gather started meanwhile, and released after (its
-// pages returned to the OS). Weights outside every unit (embeddings, final norm: the "root")
+// pages returned to the OS; on CUDA its memory unmapped once the GPU is done with it,
+// train/mapped_cuda_memory.hpp). Weights outside every unit (embeddings, final norm: the "root")
 // are gathered once at the start of a step (or an evaluation), kept through its backward, and
 // released after the optimizer step.
 //
@@ -48,6 +49,10 @@ class ParameterShards final : public UnitBoundaries {
   void after_step() { release_all(); }
   // Everything outside this rank's slice is given back (start, after a restore).
   void release_all();
+  // Before the whole weights are written (a restore): on CUDA the memory outside this rank's
+  // slices is mapped again (train/mapped_cuda_memory.hpp); on the CPU pages come back when
+  // written, and this does nothing.
+  void acquire_all();
 
   int64_t unit_count() const { return static_cast<int64_t>(units_.size()); }
   // Bytes of weights this rank keeps between steps: its slices.
@@ -73,6 +78,7 @@ class ParameterShards final : public UnitBoundaries {
   void ensure_gathered(Unit& u);
   void release(Unit& u);
   void prefetch(int64_t unit);
+  std::vector<Unit*> all_units();  // the root, then units 0..
 
   FlatParams& flat_;
   Communicator& comm_;

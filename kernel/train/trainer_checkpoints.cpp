@@ -33,6 +33,7 @@ void Trainer::restore(const std::filesystem::path& path, Restore mode) {
          plan_.manifest_changes(restored.resolved_manifest, path.string(), restored.world_size, mesh_.data()))
       spdlog::info("resume: manifest changed: {}", change);
   }
+  if (shards_) shards_->acquire_all();  // CUDA: memory under the whole weights to write
   restore_tensors(*p_, loaded, path.string(), {plan_.checkpoint.allow_nonfinite, plan_.checkpoint.allow_unclaimed});
   if (shards_) shards_->release_all();  // the whole weights were written; keep this rank's slices
   if (p_->offload) p_->offload->parameters_written();

@@ -8,8 +8,10 @@
 //   - a checkpoint written on the GPU resumes on the CPU, and the CPU's on the GPU
 //   - exact resume on the GPU (run.deterministic): interrupted and resumed = uninterrupted
 //   - two pipeline stages sharing the GPU over Gloo train as one GPU process (never run on a GPU yet)
-//   - data parallelism, ZeRO-1 and 2, tensor and sequence parallelism with 2 ranks sharing the GPU
-//     over Gloo give one GPU process's losses (never run on a GPU yet)
+//   - data parallelism, ZeRO-1, 2 and 3, tensor and sequence parallelism with 2 ranks sharing the
+//     GPU over Gloo give one GPU process's losses (never run on a GPU yet)
+//   - shard = "parameters" maps about half the weights on each of 2 ranks (CUDA virtual memory)
+//     and trains as ZeRO-2 does (never run on a GPU yet)
 //   - run.gpu_memory_gib: a run that fits under the cap trains; one that does not stops with the
 //     line naming what held the memory (never run on a GPU yet)
 //   - optimizer offload: one GPU process's losses with the update on the CPU, alone and with
@@ -146,7 +148,7 @@ TEST_CASE("two pipeline stages sharing one GPU over Gloo give one GPU process's 
     CHECK_MESSAGE(std::abs(two[i] - one[i]) <= 1e-5 * std::abs(one[i]), "step " << i + 1);
 }
 
-TEST_CASE("2 ranks sharing one GPU over Gloo give one GPU process's losses: data parallel, ZeRO-1 and 2, tensor and sequence parallel") {
+TEST_CASE("2 ranks sharing one GPU over Gloo give one GPU process's losses: data parallel, ZeRO-1, 2 and 3, tensor and sequence parallel") {
   // Gloo, since NCCL refuses two ranks on one device; deterministic kernels, so that the one
   // process's run is a fixed reference. 16 rows a step in every layout: 8 a data rank, or the
   // same 16 on both ranks of a tensor or sequence group.
@@ -158,6 +160,7 @@ TEST_CASE("2 ranks sharing one GPU over Gloo give one GPU process's losses: data
       {"data", " --set data.batch_size=8"},
       {"zero1", " --set data.batch_size=8 --set distributed.shard=\"optimizer\""},
       {"zero2", " --set data.batch_size=8 --set distributed.shard=\"gradients\""},
+      {"zero3", " --set data.batch_size=8 --set distributed.shard=\"parameters\""},
       {"zero1-offload", " --set data.batch_size=8 --set distributed.shard=\"optimizer\" --set distributed.offload=\"optimizer\""},
       {"tensor", " --set data.batch_size=16 --set distributed.tensor_parallel=2"},
       {"sequence", " --set data.batch_size=16 --set distributed.sequence_parallel=2"}};
@@ -172,6 +175,37 @@ TEST_CASE("2 ranks sharing one GPU over Gloo give one GPU process's losses: data
     for (size_t i = 0; i < one.size(); ++i)  // the CPU tests' tolerance for the same layouts
       CHECK_MESSAGE(std::abs(two[i] - one[i]) <= 1e-5 * std::abs(one[i]), "step " << i + 1);
   }
+}
+
+TEST_CASE("shard = \"parameters\" on the GPU: each of 2 ranks maps about half the weights, and trains as ZeRO-2 does") {
+  // 24 layers of 3.1 M parameters (12.6 MiB each in fp32), 302 MiB in all: a rank keeps its half
+  // mapped, and a few layers' other halves while they run or wait for the GPU to finish with them.
+  const fs::path dir = loom_test::tmp_dir("gpu-zero3");
+  const std::string sets = " --set run.steps=6 --set run.log_every=1 --set run.precision=\"fp32\" "
+                           "--set run.device=\"cuda:0\" --set run.deterministic=true --set data.batch_size=4 "
+                           "--set model.n_layer=24 --set model.n_embd=512 --set model.n_head=8 "
+                           "--set distributed.backend=\"gloo\"";
+  const auto launch = [&](const std::string& name, const std::string& shard) {
+    return run_host("launch --nproc-per-node 2 -- run " + kGptTiny + " --set run.dir=\"" + dir.string() +
+                    "\" --set run.name=" + name + sets + " --set distributed.shard=\"" + shard + "\"");
+  };
+  const auto zero2 = launch("zero2", "gradients");
+  REQUIRE_MESSAGE(zero2.code == 0, zero2.err);
+  const auto zero3 = launch("zero3", "parameters");
+  REQUIRE_MESSAGE(zero3.code == 0, zero3.err);
+  const auto two = loom_test::logged_losses(dir / "zero2"), three = loom_test::logged_losses(dir / "zero3");
+  REQUIRE(three.size() == two.size());
+  for (size_t i = 0; i < two.size(); ++i)
+    CHECK_MESSAGE(std::abs(three[i] - two[i]) <= 1e-5 * std::abs(two[i]), "step " << i + 1);
+  const std::string said = "of weights were mapped on the GPU at once, of ";
+  const size_t at = zero3.err.find(said);
+  REQUIRE_MESSAGE(at != std::string::npos, zero3.err);
+  const size_t mapped_from = zero3.err.rfind("at most ", at) + 8;
+  const double mapped = std::stod(zero3.err.substr(mapped_from)), whole = std::stod(zero3.err.substr(at + said.size()));
+  MESSAGE("mapped at most " << mapped << " MiB of " << whole << " MiB");
+  CHECK(whole > 290.0);
+  CHECK(mapped > 0.45 * whole);
+  CHECK(mapped < 0.75 * whole);
 }
 
 TEST_CASE("run.gpu_memory_gib caps the device: under the cap a run trains, past it one line names what held the memory") {
