@@ -215,12 +215,22 @@ uint64_t Communicator::start_reduce(at::Tensor& t, int root) {
 }
 
 uint64_t Communicator::start_broadcast(at::Tensor& t, int root) {
-  return ticketed("parameter broadcast", t, [&] { LOOM_NCCL_ONLY(nccl_->broadcast(t, root)); }, [&] {
-    std::vector<at::Tensor> one{t};
+  // A CUDA tensor over Gloo (ranks sharing a GPU) goes through a host copy, as in start_reduce,
+  // and comes back through an alias of its memory: shard = "parameters" gathers weights that
+  // autograd saved for backward, and writing them through the tensor itself would bump their
+  // version and fail the backward ("modified by an inplace operation"), where NCCL and Gloo's
+  // CPU path write the memory directly.
+  const bool through_host = t.is_cuda() && !nccl_;
+  at::Tensor sent = through_host ? t.to(at::kCPU) : t;
+  const uint64_t ticket = ticketed("parameter broadcast", t, [&] { LOOM_NCCL_ONLY(nccl_->broadcast(t, root)); }, [&] {
+    std::vector<at::Tensor> one{sent};
     c10d::BroadcastOptions options;
     options.rootRank = root;
     return group_->broadcast(one, options);
   });
+  if (through_host && rank() != root)
+    host_copies_[ticket] = {sent, at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options())};
+  return ticket;
 }
 
 void Communicator::wait_ticket(uint64_t ticket) {

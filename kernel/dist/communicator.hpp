@@ -99,8 +99,8 @@ class Communicator {
   std::vector<c10::intrusive_ptr<c10d::Work>> pending_;
   std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, at::Tensor>> sends_;  // with what they send
   std::map<uint64_t, c10::intrusive_ptr<c10d::Work>> tickets_;  // started broadcasts
-  // Reduces of CUDA tensors that Gloo (CPU-only for reduce) runs on host copies: the copy, then
-  // the device tensor it goes back into once the ticket is waited for.
+  // Reduces and broadcasts of CUDA tensors that Gloo runs on host copies: the copy, then the
+  // device tensor (for a broadcast an alias of its memory) it goes back into at the wait.
   std::map<uint64_t, std::pair<at::Tensor, at::Tensor>> host_copies_;
   uint64_t next_ticket_ = 0;
   std::unique_ptr<NcclComm> nccl_;  // null unless the run uses NCCL

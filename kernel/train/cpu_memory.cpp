@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/failure.hpp"
+#include "train/mapped_cuda_memory.hpp"
 
 namespace loom {
 
@@ -44,6 +45,7 @@ void release_memory(const at::Tensor& range, bool zeroed) {
   if (range.numel() == 0) return;
   if (!range.device().is_cpu() || !range.is_contiguous()) {
     if (zeroed) at::Tensor(range).zero_();
+    release_mapped(range);  // CUDA memory under fixed addresses: unmapped once the GPU is past it
     return;
   }
   static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));

@@ -36,7 +36,9 @@ namespace loom {
 // zeros when touched again); the bytes at the range's ends that share a page with
 // neighbouring data stay. zeroed: make the whole range read as zeros afterwards (the partial
 // pages at the ends are zeroed by hand), as a gradient buffer must before backward adds into it.
-// On other devices nothing is given back; zeroed still zeroes the range.
+// On CUDA, a range of a buffer under mapped addresses (train/mapped_cuda_memory.hpp) is zeroed
+// first if asked and then released there (which needs it acquired before it is written again);
+// on other devices and CUDA buffers nothing is given back, and zeroed still zeroes the range.
 void release_memory(const at::Tensor& range, bool zeroed);
 
 // A CPU tensor of this shape and dtype in memory of its own (an anonymous mapping, unmapped

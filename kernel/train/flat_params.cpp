@@ -80,11 +80,13 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, b
     // Padding to a multiple of the world size gives every rank an equal chunk to all-gather.
     const int64_t padded = group->sharded ? (group->numel + world - 1) / world * world : group->numel;
     const at::TensorOptions options = members.front()->tensor->options().requires_grad(false);
-    const bool mapped = shard_.mapped_params && options.device().is_cuda();
-    group->params = mapped        ? mapped_cuda_zeros(padded, options.dtype().toScalarType(), options.device())
-                    : copy_values ? at::zeros({padded}, options)
-                                  : lazily_zeroed(padded, options);
-    group->grads = copy_values ? at::zeros({padded}, options) : lazily_zeroed(padded, options);
+    const bool mapped = shard_.mapped_buffers && options.device().is_cuda();
+    const auto buffer = [&](bool zero_on_map) {
+      if (mapped) return mapped_cuda_zeros(padded, options.dtype().toScalarType(), options.device(), zero_on_map);
+      return copy_values ? at::zeros({padded}, options) : lazily_zeroed(padded, options);
+    };
+    group->params = buffer(/*zero_on_map=*/false);  // gathered before they are read
+    group->grads = buffer(/*zero_on_map=*/true);    // read as zeros where they were given back
     const int64_t chunk = padded / world;
     group->owned = OwnedSlice{0, group->numel};
     if (group->sharded) {

@@ -55,9 +55,9 @@ struct ShardSpec {
   // (0: rank and world_size).
   int placed_rank = 0;
   int placed_world_size = 0;
-  // CUDA parameter buffers whose memory can be given back by range (train/mapped_cuda_memory.hpp):
-  // shard = "parameters" on a GPU.
-  bool mapped_params = false;
+  // CUDA weight and gradient buffers whose memory can be given back by range
+  // (train/mapped_cuda_memory.hpp): shard = "parameters" on a GPU.
+  bool mapped_buffers = false;
 };
 
 // One rank's part of one flat buffer: elements [start, start + length).

@@ -5,6 +5,7 @@
 
 #include "base/failure.hpp"
 #include "train/cpu_memory.hpp"
+#include "train/mapped_cuda_memory.hpp"
 
 namespace loom {
 namespace {
@@ -96,6 +97,7 @@ Communicator* GradientSync::summed_over(bool placed) { return placed && placed_g
 void GradientSync::start(size_t bucket) {
   started_[bucket] = true;
   FlatParams::GradBucket& b = buckets_[bucket];
+  acquire_mapped(b.grads);  // CUDA, shard = "parameters": slots no gradient reached, given back last step
   Communicator* over = summed_over(b.placed);
   if (!over) return;  // nobody else holds it
   if (b.owner < 0 || !flat_.reduces_to_owner()) {

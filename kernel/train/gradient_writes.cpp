@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "base/failure.hpp"
+#include "train/mapped_cuda_memory.hpp"
 
 namespace loom {
 namespace {
@@ -21,6 +22,7 @@ struct WriteFirstGradient final : torch::autograd::FunctionPreHook {
     if (slot->written || grads.size() != 1 || !grads[0].defined()) return grads;
     slot->written = true;
     at::NoGradGuard no_grad;
+    acquire_mapped(slot->grad);  // CUDA, shard = "parameters": given back after the last step's reduce
     if (grads[0].layout() != at::kStrided) {  // a sparse gradient: zero the slot and let autograd add it
       slot->grad.zero_();
       return grads;

@@ -91,12 +91,12 @@ void check_runtime(cudaError_t result, const char* what) {
                           cudaGetErrorString(result) + ")");
 }
 
-int64_t mapped_now = 0, mapped_peak = 0;  // under registry_mutex
+int64_t mapped_now = 0, mapped_peak = 0, reserved_now = 0;  // under registry_mutex
 
 // One reserved address range and the granules mapped under it.
 class Space {
  public:
-  Space(int64_t bytes, c10::DeviceIndex device) : device_(device) {
+  Space(int64_t bytes, c10::DeviceIndex device, bool zero_on_map) : device_(device), zero_on_map_(zero_on_map) {
     prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop_.location.id = device;
@@ -111,6 +111,7 @@ class Space {
                  "reserving addresses for the flat parameters");
     handles_.assign(static_cast<size_t>(granules), 0);
     waiting_for_.assign(static_cast<size_t>(granules), 0);
+    reserved_now += granules * granule_;
     for (int64_t g = 0; g < granules; ++g) map(g);
   }
 
@@ -126,6 +127,7 @@ class Space {
       }
     for (CUmemGenericAllocationHandle h : spare_) driver().release(h);
     driver().free_addresses(base_, handles_.size() * static_cast<size_t>(granule_));
+    reserved_now -= reserved();
   }
 
   Space(const Space&) = delete;
@@ -186,6 +188,10 @@ class Space {
     check_driver(driver().map(address(g), static_cast<size_t>(granule_), 0, handle, 0), "mapping memory");
     check_driver(driver().set_access(address(g), static_cast<size_t>(granule_), &access_, 1),
                  "granting access to mapped memory");
+    if (zero_on_map_)  // ordered before anything later work on this stream writes or reads there
+      check_runtime(cudaMemsetAsync(reinterpret_cast<void*>(address(g)), 0, static_cast<size_t>(granule_),
+                                    c10::cuda::getCurrentCUDAStream(device_).stream()),
+                    "zeroing mapped memory");
     handles_[static_cast<size_t>(g)] = handle;
     mapped_now += granule_;
     mapped_peak = std::max(mapped_peak, mapped_now);
@@ -223,6 +229,7 @@ class Space {
   }
 
   c10::DeviceIndex device_;
+  bool zero_on_map_;
   CUdeviceptr base_ = 0;
   int64_t granule_ = 0;
   CUmemAllocationProp prop_{};
@@ -264,14 +271,14 @@ void forget_space(void* base) {
 
 bool mapped_cuda_memory_built() { return true; }
 
-at::Tensor mapped_cuda_zeros(int64_t numel, at::ScalarType dtype, const at::Device& device) {
+at::Tensor mapped_cuda_zeros(int64_t numel, at::ScalarType dtype, const at::Device& device, bool zero_on_map) {
   const c10::DeviceIndex index = device.has_index() ? device.index() : c10::cuda::current_device();
   const c10::cuda::CUDAGuard on(index);
   const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
   CUdeviceptr base = 0;
   {
     const std::lock_guard<std::mutex> lock(registry_mutex);
-    auto space = std::make_unique<Space>(bytes, index);
+    auto space = std::make_unique<Space>(bytes, index, zero_on_map);
     base = space->base();
     registry()[base] = std::move(space);
   }
@@ -286,6 +293,7 @@ at::Tensor mapped_cuda_zeros(int64_t numel, at::ScalarType dtype, const at::Devi
 namespace {
 // Calls (space.*change)(begin, end) for the space holding range; false when none does.
 bool change_mapping(const at::Tensor& range, void (Space::*change)(int64_t, int64_t)) {
+  if (!range.is_cuda()) return false;  // before the lock: the CPU's gradient hooks ask every step
   const std::lock_guard<std::mutex> lock(registry_mutex);
   int64_t begin = 0, end = 0;
   Space* space = space_of(range, begin, end);
@@ -307,10 +315,15 @@ int64_t peak_mapped_cuda_bytes() {
   return mapped_peak;
 }
 
+int64_t reserved_cuda_bytes() {
+  const std::lock_guard<std::mutex> lock(registry_mutex);
+  return reserved_now;
+}
+
 #else  // a build without the CUDA runtime: nothing is ever mapped
 
 bool mapped_cuda_memory_built() { return false; }
-at::Tensor mapped_cuda_zeros(int64_t, at::ScalarType, const at::Device& device) {
+at::Tensor mapped_cuda_zeros(int64_t, at::ScalarType, const at::Device& device, bool) {
   throw usage_failure("[distributed] shard = \"parameters\" on " + device.str() +
                       ": this build has no CUDA runtime to map memory with; use shard = \"gradients\"");
 }
@@ -318,6 +331,7 @@ bool release_mapped(const at::Tensor&) { return false; }
 bool acquire_mapped(const at::Tensor&) { return false; }
 int64_t mapped_cuda_bytes() { return 0; }
 int64_t peak_mapped_cuda_bytes() { return 0; }
+int64_t reserved_cuda_bytes() { return 0; }
 
 #endif
 

@@ -40,9 +40,11 @@ constexpr int kReleasesInFlight = 4;
 bool mapped_cuda_memory_built();
 
 // A zeroed flat CUDA tensor of numel elements of dtype on device, every granule mapped; its
-// memory is given back when the tensor (and every view of it) is gone. Throws a runtime
-// Failure naming what the driver said when it cannot reserve or map.
-at::Tensor mapped_cuda_zeros(int64_t numel, at::ScalarType dtype, const at::Device& device);
+// memory is given back when the tensor (and every view of it) is gone. zero_on_map: a granule
+// mapped again holds zeros (a gradient buffer, which reads as zeros where it was given back,
+// as on the CPU); otherwise undefined values until written (weights, gathered before use).
+// Throws a runtime Failure naming what the driver said when it cannot reserve or map.
+at::Tensor mapped_cuda_zeros(int64_t numel, at::ScalarType dtype, const at::Device& device, bool zero_on_map);
 
 // When range (a contiguous view) lies inside a mapped_cuda_zeros tensor: releases or acquires
 // it as above and returns true; false otherwise (nothing done).
@@ -50,8 +52,9 @@ bool release_mapped(const at::Tensor& range);
 bool acquire_mapped(const at::Tensor& range);
 
 // Bytes of physical memory mapped now and the most mapped at once, over every such tensor (the
-// memory kept for the next mapping not included).
+// memory kept for the next mapping not included), and the bytes those tensors span.
 int64_t mapped_cuda_bytes();
 int64_t peak_mapped_cuda_bytes();
+int64_t reserved_cuda_bytes();
 
 }  // namespace loom

@@ -111,12 +111,10 @@ ParameterShards::ParameterShards(const std::vector<ModelParam>& params, FlatPara
 
 ParameterShards::~ParameterShards() {
   set_unit_boundaries(nullptr);
-  if (const int64_t peak = peak_mapped_cuda_bytes(); peak > 0) {
-    int64_t whole = 0;
-    for (const at::Tensor& b : flat_.param_buffers()) whole += static_cast<int64_t>(b.nbytes());
-    spdlog::info("[distributed] shard = \"parameters\": at most {:.1f} MiB of weights were mapped on the GPU at once, "
-                 "of {:.1f} MiB whole", static_cast<double>(peak) / (1 << 20), static_cast<double>(whole) / (1 << 20));
-  }
+  if (const int64_t peak = peak_mapped_cuda_bytes(); peak > 0)
+    spdlog::info("[distributed] shard = \"parameters\": at most {:.1f} MiB of weights and gradients were mapped on "
+                 "the GPU at once, of {:.1f} MiB whole", static_cast<double>(peak) / (1 << 20),
+                 static_cast<double>(reserved_cuda_bytes()) / (1 << 20));
 }
 
 ParameterShards::Unit& ParameterShards::unit_at(int64_t unit, const char* phase) {
@@ -142,8 +140,7 @@ void ParameterShards::ensure_gathered(Unit& u) {
 
 void ParameterShards::release(Unit& u) {
   if (u.state == State::gathering) ensure_gathered(u);  // a broadcast may still write into it
-  for (const at::Tensor& range : u.unowned)
-    if (!release_mapped(range)) release_memory(range, /*zeroed=*/false);
+  for (const at::Tensor& range : u.unowned) release_memory(range, /*zeroed=*/false);
   u.state = State::released;
 }
 

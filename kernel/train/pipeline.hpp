@@ -147,7 +147,7 @@ struct Pipeline {
     spec.world_size = mesh.replicas();
     spec.shard_placed = context.expert_parallel_size <= 1;
     spec.stage_layers = stage_layers;
-    spec.mapped_params = spec.mode == ShardMode::parameters && spec.world_size > 1 &&
+    spec.mapped_buffers = spec.mode == ShardMode::parameters && spec.world_size > 1 &&
                          context.device.rfind("cuda", 0) == 0;
     if (stage_layers) {
       spec.placed_world_size = mesh.replicas() / mesh.pipeline;
