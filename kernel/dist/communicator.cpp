@@ -221,7 +221,9 @@ uint64_t Communicator::start_broadcast(at::Tensor& t, int root) {
   // version and fail the backward ("modified by an inplace operation"), where NCCL and Gloo's
   // CPU path write the memory directly.
   const bool through_host = t.is_cuda() && !nccl_;
-  at::Tensor sent = through_host ? t.to(at::kCPU) : t;
+  at::Tensor sent = t;
+  if (through_host)  // the root's values to send; elsewhere a host tensor to receive into
+    sent = rank() == root ? t.to(at::kCPU) : at::empty(t.sizes(), t.options().device(at::kCPU));
   const uint64_t ticket = ticketed("parameter broadcast", t, [&] { LOOM_NCCL_ONLY(nccl_->broadcast(t, root)); }, [&] {
     std::vector<at::Tensor> one{sent};
     c10d::BroadcastOptions options;
