@@ -60,6 +60,13 @@ struct AddRmsNormCuda : torch::autograd::Function<AddRmsNormCuda> {
 
 namespace add_rms_norm_launch {
 
+void check_columns(const at::Tensor& x, const char* op) {
+  check_arg(x.size(-1) <= kAddRmsNormMostColumns, op, [&] {
+    return "rows of " + std::to_string(x.size(-1)) + " elements; the kernel takes " +
+           std::to_string(kAddRmsNormMostColumns) + " at most";
+  });
+}
+
 Forward forward(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w, double eps, const char* op) {
   const c10::cuda::CUDAGuard on_device(x.device());
   Forward out;
@@ -105,10 +112,7 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Te
     check_residual_operand(x, delta, *t, kOp, "x, delta and w");
   check_arg(x.dim() >= 1 && x.sizes() == delta.sizes() && w.dim() == 1 && w.size(0) == x.size(-1) && x.size(-1) > 0,
             kOp, [] { return std::string("x and delta must be (..., D) of one shape, D at least 1, and w (D)"); });
-  check_arg(x.size(-1) <= kAddRmsNormMostColumns, kOp, [&] {
-    return "rows of " + std::to_string(x.size(-1)) + " elements; the kernel takes " +
-           std::to_string(kAddRmsNormMostColumns) + " at most";
-  });
+  add_rms_norm_launch::check_columns(x, kOp);
   element_type_of(x, kOp);
   const torch::autograd::variable_list out = AddRmsNormCuda::apply(x.contiguous(), delta.contiguous(), w.contiguous(), eps);
   return {out[0], out[1]};

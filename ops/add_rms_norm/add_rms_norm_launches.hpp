@@ -7,6 +7,9 @@
 
 namespace loom_ops::cuda::add_rms_norm_launch {
 
+// Refuses by name (op) rows wider than the kernels take (kAddRmsNormMostColumns).
+void check_columns(const at::Tensor& x, const char* op);
+
 struct Forward {
   at::Tensor s;            // x + delta in x's dtype; undefined without delta (then s is x)
   at::Tensor y;            // the normalised, scaled rows, x's dtype

@@ -11,15 +11,12 @@
 #include "../add_rms_norm/add_rms_norm_cpu.hpp"
 #include "../cpu_common/partial_tasks.hpp"
 #include "../cuda_dispatch/kernel_table.hpp"
+#include "rms_norm_args.hpp"
 
 namespace loom_ops {
 namespace {
 
-void check_shapes(const at::Tensor& x, const at::Tensor& w, const char* op) {
-  check_arg(w.dim() == 1 && x.dim() >= 1 && x.size(-1) == w.size(0) && x.size(-1) > 0, op, [&] {
-    return "w must be (D) with D = x.size(-1) (" + std::to_string(x.dim() ? x.size(-1) : 0) + "), D at least 1";
-  });
-}
+using rms_norm_detail::check_shapes;
 
 // Rows a task at least: below it a thread costs more than it saves (LibTorch's 32K elements).
 int64_t row_grain(int64_t d) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(d, 1)); }

@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "../add_rms_norm/add_rms_norm_kernel.hpp"
 #include "../add_rms_norm/add_rms_norm_launches.hpp"
 #include "../cuda_common/element_type_of.hpp"
+#include "rms_norm_args.hpp"
 
 namespace loom_ops::cuda {
 namespace {
@@ -35,17 +35,12 @@ struct RmsNormCuda : torch::autograd::Function<RmsNormCuda> {
 }  // namespace
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
-  check_arg(w.dim() == 1 && x.dim() >= 1 && x.size(-1) == w.size(0) && x.size(-1) > 0, kOp, [&] {
-    return "w must be (D) with D = x.size(-1) (" + std::to_string(x.dim() ? x.size(-1) : 0) + "), D at least 1";
-  });
+  rms_norm_detail::check_shapes(x, w, kOp);
   check_arg(x.is_cuda() && w.device() == x.device() && w.scalar_type() == x.scalar_type(), kOp, [&] {
     return "x and w must be CUDA tensors of one dtype on one device, got " + x.device().str() + " " +
            c10::toString(x.scalar_type()) + " and " + w.device().str() + " " + c10::toString(w.scalar_type());
   });
-  check_arg(x.size(-1) <= kAddRmsNormMostColumns, kOp, [&] {
-    return "rows of " + std::to_string(x.size(-1)) + " elements; the kernel takes " +
-           std::to_string(kAddRmsNormMostColumns) + " at most";
-  });
+  add_rms_norm_launch::check_columns(x, kOp);
   element_type_of(x, kOp);
   return RmsNormCuda::apply(x.contiguous(), w.contiguous(), eps);
 }
