@@ -100,7 +100,14 @@ const HostTable<RunSettings>& run_table() {
               "(torch.cuda.set_per_process_memory_fraction), so that a large GPU stands in for a smaller one; "
               "running out under it (or without it) stops the run with one line naming what held the memory. 0: "
               "no cap. CUDA only: refused on the CPU, and above the device's memory. Not yet run on a GPU.",
-              {at_least(0.0)})}};
+              {at_least(0.0)}),
+       option("cuda_graph", &S::cuda_graph,
+              "Capture each micro-batch's forward and backward as a CUDA graph on the second step and replay it "
+              "after, so the host launches one graph instead of thousands of kernels (the update, clipping and "
+              "logging stay outside). Needs one process on a CUDA device and batches of one shape without "
+              "fields; otherwise, or when the capture fails (an op that waits for the device, as MoE routing "
+              "does), the steps run as without it, after one line saying why. No effect on the CPU. Not yet run "
+              "on a GPU.")}};
   return table;
 }
 

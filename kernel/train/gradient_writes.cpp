@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "base/failure.hpp"
 #include "train/mapped_cuda_memory.hpp"
@@ -80,6 +81,20 @@ int64_t GradientWrites::end_passes() {
     ++zeroed;
   }
   return zeroed;
+}
+
+std::vector<bool> GradientWrites::written_slots() const {
+  std::vector<bool> out;
+  out.reserve(slots_.size());
+  for (const auto& slot : slots_) out.push_back(slot->written);
+  return out;
+}
+
+void GradientWrites::set_written(const std::vector<bool>& slots) {
+  if (slots.size() != slots_.size())
+    throw runtime_failure("gradient slots to set: " + std::to_string(slots.size()) + " for " +
+                          std::to_string(slots_.size()) + " parameters");
+  for (size_t i = 0; i < slots.size(); ++i) slots_[i]->written = slots[i];
 }
 
 }  // namespace loom

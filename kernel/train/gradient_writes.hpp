@@ -36,6 +36,13 @@ class GradientWrites {
   // before anything reads or communicates the gradients. Returns how many there were.
   int64_t end_passes();
 
+  // Which slots the step's passes so far have written (in the order of the params given), and
+  // setting that back: a CUDA graph's replay writes the slots its capture wrote without
+  // running the hooks that note it, and a capture that failed wrote none of the slots its
+  // hooks noted (train/micro_batch_graphs.hpp).
+  std::vector<bool> written_slots() const;
+  void set_written(const std::vector<bool>& slots);
+
   struct Slot {
     at::Tensor grad;   // the parameter's view into the flat gradient buffer
     at::Tensor stale;  // the part of it that holds last step's values (undefined: none)

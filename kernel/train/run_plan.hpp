@@ -34,6 +34,7 @@ struct RunSettings {
   bool cpu_memory_cache = true;
   double peak_flops = 0.0;          // 0: measure
   double gpu_memory_gib = 0.0;      // CUDA's caching allocator capped at this (train/factories.cpp); 0: no cap
+  bool cuda_graph = false;          // micro-batches replayed as CUDA graphs (train/micro_batch_graphs.hpp)
 };
 
 // [distributed]: how ranks talk (the ranks themselves come from the launcher's variables).

@@ -75,14 +75,22 @@ loom_control Trainer::train_step(Prefetcher& prefetch) {
   }
   for (size_t i = 0; i < batches.size() && !stages_; ++i) {
     const Batch& b = batches[i];
-    const ForwardResult out = forward(b, ModelInstance::LayerRange{});
-    const at::Tensor loss = out.loss_sum.to(at::kFloat);
+    // Its forward and backward; scale_on_device (run.cuda_graph's) gives the same fp32 product.
+    const MicroBatchGraphs::Pass passes = [&, last = i + 1 == batches.size()](const Batch& in,
+                                                                            const at::Tensor& scale_on_device) {
+      ForwardResult out = forward(in, ModelInstance::LayerRange{});
+      out.loss_sum = out.loss_sum.to(at::kFloat);
+      if (grad_sync_ && last) grad_sync_->arm();  // communicate on the last only
+      if (shards_) shards_->begin_backward();
+      (scale_on_device.defined() ? out.loss_sum * scale_on_device : out.loss_sum * scale).backward();
+      out.loss_sum = out.loss_sum.detach();
+      return out;
+    };
+    std::optional<ForwardResult> graphed = graphs_ ? graphs_->run(b, scale, i, step, passes) : std::nullopt;
+    const ForwardResult out = graphed ? std::move(*graphed) : passes(b, at::Tensor());
     if (out.units.defined() || !out.metrics.empty()) count_units(out, b, tokens_before, units_total);
     tokens_before += b.tokens;
-    if (grad_sync_ && i + 1 == batches.size()) grad_sync_->arm();  // communicate on the last only
-    if (shards_) shards_->begin_backward();
-    (loss * scale).backward();
-    loss_total += loss.detach();
+    loss_total += out.loss_sum;
   }
 
   // 3. Sum gradients and losses across ranks; the mean loss and the grad norm stay on the device.

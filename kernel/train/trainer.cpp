@@ -141,6 +141,16 @@ Trainer::Trainer(const RunPlan& plan, const std::string& run_dir, const DistEnv&
   }
   grad_sync_ = build_gradient_sync(plan, *p_, comm_.get(), placed_group, placed_replicas);
   shards_ = build_parameter_shards(plan, *p_, comm_.get(), device_);
+  if (settings_.cuda_graph) {
+    const std::string why = MicroBatchGraphs::refusal(device_, mesh_.world_size, p_->sparse.numel() > 0);
+    if (!why.empty()) {
+      spdlog::warn("run.cuda_graph = true: the steps run without graphs: {}", why);
+    } else {
+      graphs_ = std::make_unique<MicroBatchGraphs>(device_, p_->gradient_writes);
+      spdlog::warn("run.cuda_graph = true: each micro-batch's forward and backward is captured on the second step "
+                   "and replayed after; this path has not run on a GPU yet");
+    }
+  }
   events_ = std::make_unique<EventBus>(p_->hooks);
   for (HookInstance& hook : p_->hooks) {
     if (!hook.reads_step_values()) continue;

@@ -35,6 +35,7 @@ void Trainer::restore(const std::filesystem::path& path, Restore mode) {
   }
   if (shards_) shards_->acquire_all();  // CUDA: memory under the whole weights to write
   restore_tensors(*p_, loaded, path.string(), {plan_.checkpoint.allow_nonfinite, plan_.checkpoint.allow_unclaimed});
+  if (graphs_) graphs_->reset();  // written from outside the graphs: warm up and capture again
   if (shards_) shards_->release_all();  // the whole weights were written; keep this rank's slices
   if (p_->offload) p_->offload->parameters_written();
   if (mode == Restore::resume) {

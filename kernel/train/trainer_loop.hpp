@@ -17,6 +17,7 @@
 #include "train/expert_placement.hpp"
 #include "train/factories.hpp"
 #include "train/memory_report.hpp"
+#include "train/micro_batch_graphs.hpp"
 #include "train/log_window.hpp"
 #include "train/model_metrics.hpp"
 #include "train/periodic_export.hpp"
@@ -157,6 +158,7 @@ class Trainer {
   std::unique_ptr<Pipeline> p_;
   std::unique_ptr<GradientSync> grad_sync_;  // gradient all-reduce overlapping backward
   std::unique_ptr<ParameterShards> shards_;  // shard = "parameters": units gathered as they run
+  std::unique_ptr<MicroBatchGraphs> graphs_;  // run.cuda_graph on one CUDA process; else null (after p_: uses it)
   std::unique_ptr<EventBus> events_;
   std::unique_ptr<Evaluator> evaluator_;            // null without [eval_data]
   std::unique_ptr<CheckpointManager> checkpoints_;  // after p_: joins its writer before the backend dies

@@ -77,3 +77,27 @@ TEST_CASE("reducing to owners, an unreached parameter's slot is zeroed only wher
   CHECK(at::equal(w.grad().reshape({-1}).narrow(0, 0, 4), at::full({4}, 3.0f)));
   CHECK(at::equal(b.grad(), at::full({4}, 3.0f)));
 }
+
+// run.cuda_graph: a replay runs no hooks, so the step sets the record its capture left; a slot the
+// record says was written keeps its value at the end of the passes, the others are zeroed.
+TEST_CASE("a record of the slots written, set back, decides what the end of the passes zeroes") {
+  at::Tensor w = at::randn({3, 4}).requires_grad_(true);
+  at::Tensor unused = at::randn({5}).requires_grad_(true);
+  std::vector<ModelParam> params = {{"w", &w, 0}, {"unused", &unused, 0}};
+  FlatParams flat(params);
+  GradientWrites writes(params, flat.resident_gradients());
+  writes.begin_step();
+  CHECK(writes.written_slots() == std::vector<bool>{false, false});
+  (at::matmul(at::randn({2, 3}), w)).sum().backward();
+  const std::vector<bool> after_pass = writes.written_slots();
+  CHECK(after_pass == std::vector<bool>{true, false});
+
+  w.grad().fill_(2.0f);  // what a replay wrote, with no hook noting it
+  unused.grad().fill_(7.0f);
+  writes.begin_step();
+  writes.set_written(after_pass);
+  CHECK(writes.end_passes() == 1);
+  CHECK(at::equal(w.grad(), at::full({3, 4}, 2.0f)));
+  CHECK(at::equal(unused.grad(), at::zeros({5})));
+  CHECK_THROWS_WITH(writes.set_written({true}), "gradient slots to set: 1 for 2 parameters");
+}
