@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstring>
 
 namespace loom {
@@ -28,8 +29,11 @@ void status_destroy(loom_status* status) {
 loom_status_code status_get_code(const loom_status* s) { return s ? s->code : LOOM_STATUS_CODE_OK; }
 const char* status_get_message(const loom_status* s) { return s ? s->message.c_str() : ""; }
 
+std::atomic<int> quiet_info_scopes{0};
+
 void log(loom_log_level level, const char* source, const char* message) {
   const char* from = source ? source : "plugin";
+  if (level == LOOM_LOG_LEVEL_INFO && quiet_info_scopes.load() > 0) level = LOOM_LOG_LEVEL_DEBUG;
   switch (level) {
     case LOOM_LOG_LEVEL_DEBUG: spdlog::debug("{}: {}", from, message); break;
     case LOOM_LOG_LEVEL_INFO: spdlog::info("{}: {}", from, message); break;
@@ -149,6 +153,9 @@ loom_status* config_get_string(const loom_config* c, const char* key, const char
 int32_t config_has(const loom_config* c, const char* key) { return c->values.count(key ? key : "") ? 1 : 0; }
 
 }  // namespace
+
+QuietPluginInfo::QuietPluginInfo() { ++quiet_info_scopes; }
+QuietPluginInfo::~QuietPluginInfo() { --quiet_info_scopes; }
 
 const loom_host_api* host_api() {
   static const loom_host_api api = [] {

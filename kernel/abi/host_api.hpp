@@ -44,6 +44,17 @@ loom_status* status_from(loom_status_code code, const char* what, Body&& body) n
   }
 }
 
+// While one lives, plugins' info lines are logged at debug level: a model build that only
+// learns the flat layout (train/sliced_start.hpp) would repeat the real build's lines, or, run on
+// the CPU for a GPU run, misstate them. Warnings and errors still show.
+class QuietPluginInfo {
+ public:
+  QuietPluginInfo();
+  ~QuietPluginInfo();
+  QuietPluginInfo(const QuietPluginInfo&) = delete;
+  QuietPluginInfo& operator=(const QuietPluginInfo&) = delete;
+};
+
 // The host's own torch fingerprint, compiled from the same macro plugins use.
 const char* host_torch_fingerprint();
 

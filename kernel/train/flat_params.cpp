@@ -41,12 +41,15 @@ at::Tensor lazily_zeroed(int64_t numel, const at::TensorOptions& options) {
 
 }  // namespace
 
-FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard) : FlatParams(params, shard, true) {}
+FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard)
+    : FlatParams(params, shard, true, std::nullopt) {}
 
-FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, LayoutOnly)
-    : FlatParams(params, shard, false) {}
+FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, LayoutOnly layout)
+    : FlatParams(params, shard, false, layout.device) {}
 
-FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, bool copy_values) : shard_(shard) {
+FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, bool copy_values,
+                       std::optional<at::Device> device)
+    : shard_(shard) {
   if (shard_.placed_world_size == 0) shard_.placed_rank = shard_.rank, shard_.placed_world_size = shard_.world_size;
   for (const auto& [rank, ranks] : {std::pair{shard_.rank, shard_.world_size}, std::pair{shard_.placed_rank, shard_.placed_world_size}})
     if (ranks < 1 || rank < 0 || rank >= ranks)
@@ -59,7 +62,7 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, b
     if (!t.defined() || !t.is_floating_point())
       throw runtime_failure("parameter \"" + it->name + "\" must be a defined floating-point tensor");
     const bool placed = placed_here(*it);
-    const std::string key = t.device().str() + "/" + std::string(c10::toString(t.scalar_type())) +
+    const std::string key = device.value_or(t.device()).str() + "/" + std::string(c10::toString(t.scalar_type())) +
                             (placed ? "/placed" : "");
     if (!by_group.count(key)) (placed && shard_.stage_layers ? placed_order : order).push_back(key);
     by_group[key].push_back(&*it);
@@ -79,9 +82,12 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, b
     for (const ModelParam* p : members) group->numel += p->tensor->numel();
     // Padding to a multiple of the world size gives every rank an equal chunk to all-gather.
     const int64_t padded = group->sharded ? (group->numel + world - 1) / world * world : group->numel;
-    const at::TensorOptions options = members.front()->tensor->options().requires_grad(false);
+    const at::TensorOptions options =
+        members.front()->tensor->options().device(device.value_or(members.front()->tensor->device())).requires_grad(false);
     const bool mapped = shard_.mapped_buffers && options.device().is_cuda();
     const auto buffer = [&](bool zero_on_map) {
+      if (mapped && !copy_values)  // a sliced start: the owned slices are mapped below
+        return mapped_cuda_reserved(padded, options.dtype().toScalarType(), options.device(), zero_on_map);
       if (mapped) return mapped_cuda_zeros(padded, options.dtype().toScalarType(), options.device(), zero_on_map);
       return copy_values ? at::zeros({padded}, options) : lazily_zeroed(padded, options);
     };
@@ -92,6 +98,10 @@ FlatParams::FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, b
     if (group->sharded) {
       group->owned.start = std::min(group->numel, chunk * group->rank);
       group->owned.length = std::min(group->numel, group->owned.start + chunk) - group->owned.start;
+    }
+    if (mapped && !copy_values) {
+      acquire_mapped(group->params.narrow(0, group->owned.start, group->owned.length));
+      acquire_mapped(group->grads.narrow(0, group->owned.start, group->owned.length));
     }
     int64_t offset = 0;
     for (const ModelParam* p : members) {
@@ -178,8 +188,7 @@ size_t FlatParams::take_over(const std::vector<ModelParam>& params) {
       ++adopted;
       continue;
     }
-    view_of(*place).copy_(p.tensor->detach());
-    bind(*place, *p.tensor);
+    adopt(p.name, *p.tensor);  // the owned part: a mapped buffer holds no memory elsewhere
   }
   if (count != places_.size())
     throw runtime_failure("the model has " + std::to_string(count) + " parameters where its first build had " +

@@ -77,7 +77,12 @@ class FlatParams {
   // The layout alone (train/sliced_start.hpp): params only give names, shapes, dtypes and
   // order, and are not rebound; on the CPU no page of the buffers is touched (they read as
   // zeros). The parameters of the model actually used then come through adopt() and take_over().
-  struct LayoutOnly {};
+  // device: where those will be, when not where params are (a first build on the CPU for a CUDA
+  // run); there mapped buffers (ShardSpec::mapped_buffers) map only the owned slices, the
+  // gradients' as zeros.
+  struct LayoutOnly {
+    std::optional<at::Device> device;
+  };
   FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, LayoutOnly);
   FlatParams(const FlatParams&) = delete;
   FlatParams& operator=(const FlatParams&) = delete;
@@ -91,8 +96,9 @@ class FlatParams {
   // A value for the named parameter (its shape; any dtype): writes the part inside this rank's
   // slice into the buffer, as adopt() does. False when the layout has no such parameter.
   bool write_owned(const std::string& name, const at::Tensor& param, const at::Tensor& value);
-  // Rebinds the parameters adopt() did not take (copying their whole values); returns how many
-  // adopt() had taken. Throws a runtime Failure when params and the layout differ.
+  // Rebinds the parameters adopt() did not take, keeping the owned part of their values as
+  // adopt() does; returns how many adopt() had taken. Throws a runtime Failure when params and
+  // the layout differ.
   size_t take_over(const std::vector<ModelParam>& params);
 
   void zero_grad();
@@ -179,7 +185,8 @@ class FlatParams {
     Group* group;
     size_t segment;  // in group->whole
   };
-  FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, bool copy_values);
+  FlatParams(const std::vector<ModelParam>& params, ShardSpec shard, bool copy_values,
+             std::optional<at::Device> device);
   bool placed_here(const ModelParam& param) const;
   const Place* place_of(const std::string& name, const at::Tensor& param) const;
   at::Tensor view_of(const Place& place) const;

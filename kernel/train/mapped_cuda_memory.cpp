@@ -96,7 +96,8 @@ int64_t mapped_now = 0, mapped_peak = 0, reserved_now = 0;  // under registry_mu
 // One reserved address range and the granules mapped under it.
 class Space {
  public:
-  Space(int64_t bytes, c10::DeviceIndex device, bool zero_on_map) : device_(device), zero_on_map_(zero_on_map) {
+  Space(int64_t bytes, c10::DeviceIndex device, bool zero_on_map, bool map_all)
+      : device_(device), zero_on_map_(zero_on_map) {
     prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop_.location.id = device;
@@ -112,7 +113,8 @@ class Space {
     handles_.assign(static_cast<size_t>(granules), 0);
     waiting_for_.assign(static_cast<size_t>(granules), 0);
     reserved_now += granules * granule_;
-    for (int64_t g = 0; g < granules; ++g) map(g);
+    if (map_all)
+      for (int64_t g = 0; g < granules; ++g) map(g);
   }
 
   ~Space() {
@@ -271,23 +273,34 @@ void forget_space(void* base) {
 
 bool mapped_cuda_memory_built() { return true; }
 
-at::Tensor mapped_cuda_zeros(int64_t numel, at::ScalarType dtype, const at::Device& device, bool zero_on_map) {
+namespace {
+at::Tensor mapped_cuda_tensor(int64_t numel, at::ScalarType dtype, const at::Device& device, bool zero_on_map,
+                              bool map_all) {
   const c10::DeviceIndex index = device.has_index() ? device.index() : c10::cuda::current_device();
   const c10::cuda::CUDAGuard on(index);
   const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
   CUdeviceptr base = 0;
   {
     const std::lock_guard<std::mutex> lock(registry_mutex);
-    auto space = std::make_unique<Space>(bytes, index, zero_on_map);
+    auto space = std::make_unique<Space>(bytes, index, zero_on_map, map_all);
     base = space->base();
     registry()[base] = std::move(space);
   }
-  at::Tensor out = at::for_blob(reinterpret_cast<void*>(base), {numel})
-                       .options(at::TensorOptions().device(at::Device(at::kCUDA, index)).dtype(dtype))
-                       .deleter(forget_space)
-                       .make_tensor();
+  return at::for_blob(reinterpret_cast<void*>(base), {numel})
+      .options(at::TensorOptions().device(at::Device(at::kCUDA, index)).dtype(dtype))
+      .deleter(forget_space)
+      .make_tensor();
+}
+}  // namespace
+
+at::Tensor mapped_cuda_zeros(int64_t numel, at::ScalarType dtype, const at::Device& device, bool zero_on_map) {
+  at::Tensor out = mapped_cuda_tensor(numel, dtype, device, zero_on_map, /*map_all=*/true);
   out.zero_();
   return out;
+}
+
+at::Tensor mapped_cuda_reserved(int64_t numel, at::ScalarType dtype, const at::Device& device, bool zero_on_map) {
+  return mapped_cuda_tensor(numel, dtype, device, zero_on_map, /*map_all=*/false);
 }
 
 namespace {
@@ -326,6 +339,9 @@ bool mapped_cuda_memory_built() { return false; }
 at::Tensor mapped_cuda_zeros(int64_t, at::ScalarType, const at::Device& device, bool) {
   throw usage_failure("[distributed] shard = \"parameters\" on " + device.str() +
                       ": this build has no CUDA runtime to map memory with; use shard = \"gradients\"");
+}
+at::Tensor mapped_cuda_reserved(int64_t numel, at::ScalarType dtype, const at::Device& device, bool zero_on_map) {
+  return mapped_cuda_zeros(numel, dtype, device, zero_on_map);  // refuses, as above
 }
 bool release_mapped(const at::Tensor&) { return false; }
 bool acquire_mapped(const at::Tensor&) { return false; }

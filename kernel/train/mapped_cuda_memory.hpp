@@ -45,6 +45,9 @@ bool mapped_cuda_memory_built();
 // as on the CPU); otherwise undefined values until written (weights, gathered before use).
 // Throws a runtime Failure naming what the driver said when it cannot reserve or map.
 at::Tensor mapped_cuda_zeros(int64_t numel, at::ScalarType dtype, const at::Device& device, bool zero_on_map);
+// The same with no granule mapped: every range must be acquired before it is read or written (a
+// sliced start maps only the rank's slice, train/sliced_start.hpp). No memory is taken yet.
+at::Tensor mapped_cuda_reserved(int64_t numel, at::ScalarType dtype, const at::Device& device, bool zero_on_map);
 
 // When range (a contiguous view) lies inside a mapped_cuda_zeros tensor: releases or acquires
 // it as above and returns true; false otherwise (nothing done).

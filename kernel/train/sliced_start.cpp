@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 #include <spdlog/spdlog.h>
 
+#include "abi/host_api.hpp"
 #include "abi/param_created.hpp"
 #include "abi/registry.hpp"
 #include "train/cpu_memory.hpp"
@@ -89,7 +90,8 @@ std::string why_built_whole(const RunPlan& plan, bool by_layer) {
 }  // namespace
 
 std::unique_ptr<FlatParams> sliced_start_layout(const RunPlan& plan, const RunContext& model_run, const ShardSpec& spec) {
-  if (spec.mode != ShardMode::parameters || spec.world_size <= 1 || model_run.device != "cpu" ||
+  const bool on_cpu = model_run.device == "cpu";
+  if (spec.mode != ShardMode::parameters || spec.world_size <= 1 || (!on_cpu && !spec.mapped_buffers) ||
       model_run.pipeline_parallel_size > 1)
     return nullptr;  // not sharded here, or refused later by name
   if (const std::string why = why_built_whole(plan, false); !why.empty()) {
@@ -97,10 +99,18 @@ std::unique_ptr<FlatParams> sliced_start_layout(const RunPlan& plan, const RunCo
                  why);
     return nullptr;
   }
+  // On a GPU the first build runs on the CPU, where a dropped value leaves a tensor without
+  // pages (a device has none such); the layout is then the GPU's, with only the owned slices
+  // mapped (train/mapped_cuda_memory.hpp).
+  RunContext first_run = model_run;
+  first_run.device = "cpu";
   DropValues drop;
   ParamAdopterScope scope(drop);
-  ModelInstance first(plan.model, model_run);
-  return std::make_unique<FlatParams>(dense_params(first.params()), spec, FlatParams::LayoutOnly{});
+  const QuietPluginInfo quiet;  // its lines repeat the second build's, or name the CPU
+  ModelInstance first(plan.model, first_run);
+  FlatParams::LayoutOnly layout;
+  if (!on_cpu) layout.device = at::Device(model_run.device);
+  return std::make_unique<FlatParams>(dense_params(first.params()), spec, layout);
 }
 
 StageStart stage_start_layers(const RunPlan& plan, const RunContext& model_run, const OtherStagesLayers& other_stages) {

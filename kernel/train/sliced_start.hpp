@@ -31,9 +31,12 @@
 namespace loom {
 
 // The layout from a first build when the run can start sliced: shard = "parameters" over more
-// than one rank, on the CPU, no pipeline stages, nothing frozen ([lora] and [model] freeze
-// decide which weights train only once the model is built), and a model built against ABI 1.18
-// or later. Null otherwise (with an info line saying why, where the run would shard).
+// than one rank, on the CPU or on CUDA with mapped buffers (the first build then runs on the
+// CPU, and the second creates each parameter on the GPU, keeps its slice in the mapped owned
+// slice and drops the rest: a rank's GPU memory at the start is its slice plus the largest
+// parameter), no pipeline stages, nothing frozen ([lora] and [model] freeze decide which
+// weights train only once the model is built), and a model built against ABI 1.18 or later.
+// Null otherwise (with an info line saying why, where the run would shard).
 std::unique_ptr<FlatParams> sliced_start_layout(const RunPlan& plan, const RunContext& model_run, const ShardSpec& spec);
 
 // Under pipeline parallelism, the parameters (trainable or frozen) of the layers other stages

@@ -10,8 +10,8 @@
 //   - two pipeline stages sharing the GPU over Gloo train as one GPU process (never run on a GPU yet)
 //   - data parallelism, ZeRO-1, 2 and 3, tensor and sequence parallelism with 2 ranks sharing the
 //     GPU over Gloo give one GPU process's losses (never run on a GPU yet)
-//   - shard = "parameters" maps about half the weights and gradients on each of 2 ranks (CUDA
-//     virtual memory) and trains as ZeRO-2 does (never run on a GPU yet)
+//   - shard = "parameters" starts sliced and maps about half the weights and gradients on each of
+//     2 ranks (CUDA virtual memory) and trains as ZeRO-2 does (never run on a GPU yet)
 //   - run.gpu_memory_gib: a run that fits under the cap trains; one that does not stops with the
 //     line naming what held the memory (never run on a GPU yet)
 //   - optimizer offload: one GPU process's losses with the update on the CPU, alone and with
@@ -183,7 +183,9 @@ TEST_CASE("2 ranks sharing one GPU over Gloo give one GPU process's losses: data
 TEST_CASE("shard = \"parameters\" on the GPU: each of 2 ranks maps about half the weights and gradients, and trains as ZeRO-2 does") {
   // 24 layers of 3.1 M parameters (12.6 MiB each in fp32), 302 MiB of weights and as much of
   // gradients: a rank keeps its half mapped, a few layers' other halves while they run or wait
-  // for the GPU to finish with them, and the gradient buckets until they are reduced.
+  // for the GPU to finish with them, and the gradient buckets until they are reduced. The start
+  // is sliced (a first build on the CPU learns the layout; the second keeps each parameter's
+  // slice as the GPU makes it), so no rank ever maps the whole.
   const fs::path dir = loom_test::tmp_dir("gpu-zero3");
   const std::string sets = " --set run.steps=6 --set run.log_every=1 --set run.precision=\"fp32\" "
                            "--set run.device=\"cuda:0\" --set run.deterministic=true --set data.batch_size=4 "
@@ -197,6 +199,7 @@ TEST_CASE("shard = \"parameters\" on the GPU: each of 2 ranks maps about half th
   REQUIRE_MESSAGE(zero2.code == 0, zero2.err);
   const auto zero3 = launch("zero3", "parameters");
   REQUIRE_MESSAGE(zero3.code == 0, zero3.err);
+  CHECK_MESSAGE(loom_test::contains(zero3.err, "the model was built as this rank's slice"), zero3.err);
   const auto two = loom_test::logged_losses(dir / "zero2"), three = loom_test::logged_losses(dir / "zero3");
   REQUIRE(three.size() == two.size());
   for (size_t i = 0; i < two.size(); ++i)
