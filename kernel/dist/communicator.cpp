@@ -273,12 +273,18 @@ void Communicator::ring_shift(const at::Tensor& input, at::Tensor& output) {
   }
   LOOM_NCCL_OR(input, nccl_->send_recv(input, next, output, previous));
   guarded("ring shift", [&] {
-    std::vector<at::Tensor> sent{input}, received{output};
+    // Gloo sends and receives host memory only: CUDA tensors (ranks sharing a GPU) go through
+    // host copies, as in start_send and receive.
+    std::vector<at::Tensor> sent{input.is_cuda() ? input.cpu() : input.contiguous()};
+    std::vector<at::Tensor> received{output.is_cuda() || !output.is_contiguous()
+                                         ? at::empty(output.sizes(), output.options().device(at::kCPU))
+                                         : output};
     // Gloo's send returns once the bytes are handed off, so every rank may post both first.
     const auto send = group_->send(sent, next, /*tag=*/0);
     const auto receive = group_->recv(received, previous, /*tag=*/0);
     send->wait();
     receive->wait();
+    if (!received.front().is_same(output)) output.copy_(received.front());
   });
 }
 

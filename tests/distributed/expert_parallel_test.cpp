@@ -12,27 +12,16 @@
 
 #include "dist_helpers.hpp"
 #include "mesh_runs.hpp"
+#include "moe_folder.hpp"
 
 namespace fs = std::filesystem;
 using loom_test::run_host;
 using namespace loom_mesh_test;
+using loom_test::moe_folder;
 
 namespace {
 
 const std::string kVocab = " --set data.vocab_size=64";
-
-// A folder of `arch` as transformers saves it, with the aux loss in the training loss or not.
-fs::path moe_folder(const fs::path& dir, const std::string& arch, bool aux_in_loss) {
-  const fs::path folder = dir / arch;
-  const auto written = loom_test::run_shell(std::string(LOOM_PYTHON) + " " + LOOM_SOURCE_DIR +
-                                            "/tests/hf_models/moe_reference.py write --arch " + arch + " --out " +
-                                            folder.string() + " --seed 3");
-  REQUIRE_MESSAGE(written.code == 0, written.err);
-  nlohmann::json config = nlohmann::json::parse(loom_test::read_file(folder / "config.json"));
-  config["output_router_logits"] = aux_in_loss;
-  std::ofstream(folder / "config.json") << config.dump(2);
-  return folder;
-}
 
 std::string moe_manifest(const fs::path& dir, const fs::path& folder) {
   return manifest(dir, "[model]\nuse = \"hf_causal_lm\"\nfrom = \"" + folder.string() + "\"\nseq_len = 16\n");

@@ -23,6 +23,8 @@
 //     bit under run.deterministic, gpt and a Qwen3-shaped llama, fp32 and bf16, grad_accum 2
 //     (never run on a GPU yet)
 //   - the NCCL collective at world size 1
+//   - gpu_layouts_test.cpp: expert parallelism, a context-parallel ring and row-sharded tables on 2
+//     ranks sharing the GPU, each against its CPU test's reference run (never run on a GPU yet)
 //   - steps that do not log never make the host wait for the GPU (LOOM_CUDA_SYNC_CHECK)
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "torch_doctest.hpp"  // before any torch or doctest header
