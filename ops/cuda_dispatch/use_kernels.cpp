@@ -92,8 +92,17 @@ std::optional<at::Tensor> moe_permute(const at::Tensor& x, const at::Tensor& ord
 }
 
 std::optional<at::Tensor> moe_combine(const at::Tensor& rows, const at::Tensor& order, const at::Tensor& top) {
-  if (!one_dtype_on_cuda({&rows, &top}) || top.size(1) > moe_permutation_math::kMaxChoices) return std::nullopt;
-  return cuda::moe_combine(rows, order, top);
+  if (top.size(1) > moe_permutation_math::kMaxChoices) return std::nullopt;
+  if (one_dtype_on_cuda({&rows, &top})) return cuda::moe_combine(rows, order, top);
+  // Autocast's mix: bfloat16 or float16 expert rows beside the router's float32 weights. The
+  // reference multiplies them in float32 (type promotion) and sums into float32, as the kernel
+  // does on the rows widened (exactly); the widening's backward rounds the rows' gradient from
+  // float32 where the reference's product does.
+  const bool narrow_rows = rows.scalar_type() == at::kBFloat16 || rows.scalar_type() == at::kHalf;
+  if (narrow_rows && top.scalar_type() == at::kFloat && rows.is_cuda() && one_dtype_on_cuda({&top}) &&
+      rows.device() == top.device())
+    return cuda::moe_combine(rows.to(at::kFloat), order, top);
+  return std::nullopt;
 }
 
 std::optional<at::Tensor> cross_entropy_rows(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index,

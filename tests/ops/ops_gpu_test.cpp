@@ -475,6 +475,13 @@ TEST_CASE("cuda::use_kernels: the entry points run the kernels on what they take
   CHECK(at::equal(loom_ops::moe_permute(x, order, 2), loom_ops::cuda::moe_permute(x, order, 2)));
   const at::Tensor expert_rows = at::randn({128, 96}, bf16);
   CHECK(at::equal(loom_ops::moe_combine(expert_rows, order, top), loom_ops::cuda::moe_combine(expert_rows, order, top)));
+  // autocast's bfloat16 expert rows beside float32 router weights: the kernel on the rows widened,
+  // within float32's rounding of the reference (whose sums run in another order), its output float32.
+  const at::Tensor top32 = at::rand({64, 2}, kCuda);
+  const at::Tensor mixed = loom_ops::moe_combine(expert_rows, order, top32);
+  CHECK((mixed.scalar_type() == at::kFloat));
+  CHECK(at::equal(mixed, loom_ops::cuda::moe_combine(expert_rows.to(at::kFloat), order, top32)));
+  CHECK(largest_error(mixed, loom_ops::reference::moe_combine(expert_rows, order, top32)) < 1e-5);
   const at::Tensor targets = at::randint(0, 96, {64}, kCuda.dtype(at::kLong));
   at::Tensor logits_a = x.clone(), logits_b = x.clone();
   CHECK(at::equal(loom_ops::cross_entropy_rows(logits_a, targets, -100, true),
