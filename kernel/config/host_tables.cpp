@@ -106,7 +106,8 @@ const HostTable<RunSettings>& run_table() {
               "after, so the host launches one graph instead of thousands of kernels (the update, clipping and "
               "logging stay outside). Needs one process on a CUDA device and batches of one shape without "
               "fields; otherwise, or when the capture fails (an op that waits for the device, as MoE routing "
-              "does), the steps run as without it, after one line saying why. No effect on the CPU. Not yet run "
+              "does, or one a capture cannot hold, as activation checkpointing's save of the CUDA generator "
+              "may be), the steps run as without it, after one line saying why. No effect on the CPU. Not yet run "
               "on a GPU.")}};
   return table;
 }
