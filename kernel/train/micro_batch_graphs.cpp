@@ -137,7 +137,7 @@ struct MicroBatchGraphs::State {
     try {
       c10::cuda::CUDACachingAllocator::endAllocateToPool(device.index(), pool);
       c10::cuda::CUDACachingAllocator::releasePool(device.index(), pool);
-    } catch (const std::exception&) {  // capture_end had ended it: its graph's reset releases it
+    } catch (const std::exception&) {  // no longer recording to the pool: capture_end got that far
     }
     try {
       at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(pool);
