@@ -34,6 +34,14 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(const std::stri
   return gloo;
 }
 
+// Gloo sends and receives contiguous host memory only: what to send of t (a host copy of a
+// CUDA tensor), and where to receive into it (a host tensor, copied into t after the wait,
+// unless t itself can take it).
+at::Tensor sendable(const at::Tensor& t) { return t.is_cuda() ? t.cpu() : t.contiguous(); }
+at::Tensor receivable(const at::Tensor& t) {
+  return t.is_cuda() || !t.is_contiguous() ? at::empty(t.sizes(), t.options().device(at::kCPU)) : t;
+}
+
 }  // namespace
 
 bool Communicator::nccl_available() {
@@ -273,12 +281,8 @@ void Communicator::ring_shift(const at::Tensor& input, at::Tensor& output) {
   }
   LOOM_NCCL_OR(input, nccl_->send_recv(input, next, output, previous));
   guarded("ring shift", [&] {
-    // Gloo sends and receives host memory only: CUDA tensors (ranks sharing a GPU) go through
-    // host copies, as in start_send and receive.
-    std::vector<at::Tensor> sent{input.is_cuda() ? input.cpu() : input.contiguous()};
-    std::vector<at::Tensor> received{output.is_cuda() || !output.is_contiguous()
-                                         ? at::empty(output.sizes(), output.options().device(at::kCPU))
-                                         : output};
+    // CUDA tensors (ranks sharing a GPU) go through host copies, as in start_send and receive.
+    std::vector<at::Tensor> sent{sendable(input)}, received{receivable(output)};
     // Gloo's send returns once the bytes are handed off, so every rank may post both first.
     const auto send = group_->send(sent, next, /*tag=*/0);
     const auto receive = group_->recv(received, previous, /*tag=*/0);
@@ -300,7 +304,7 @@ void Communicator::start_send(const at::Tensor& t, int to, int tag) {
       return true;
     });
     sends_.erase(done, sends_.end());
-    std::vector<at::Tensor> sent{t.is_cuda() ? t.cpu() : t.contiguous()};
+    std::vector<at::Tensor> sent{sendable(t)};
     sends_.emplace_back(group_->send(sent, to, tag), sent.front());
   });
 }
@@ -316,7 +320,7 @@ void Communicator::receive(at::Tensor& t, int from, int tag) {
   at::Tensor none;
   LOOM_NCCL_OR(t, nccl_->send_recv(none, -1, t, from));
   guarded("receive", [&] {
-    std::vector<at::Tensor> received{t.is_cuda() || !t.is_contiguous() ? at::empty(t.sizes(), t.options().device(at::kCPU)) : t};
+    std::vector<at::Tensor> received{receivable(t)};
     group_->recv(received, from, tag)->wait();
     if (!received.front().is_same(t)) t.copy_(received.front());
   });
