@@ -344,11 +344,16 @@ OptimizerInstance::OptimizerInstance(const SlotConfig& slot, const RunContext& r
   create(&groups);
 }
 
-void OptimizerInstance::step(double lr, int64_t step) {
+void OptimizerInstance::step(double lr, int64_t step) { step_range(lr, step, 0, 0, 0); }  // no range: whole
+
+void OptimizerInstance::step_range(double lr, int64_t step, size_t group, int64_t begin, int64_t end) {
   loom_optimizer_step_args args{};
   args.struct_size = sizeof(args);
   args.lr = lr;
   args.step = step;
+  args.range_group = group;
+  args.range_begin = begin;
+  args.range_end = end;
   check(vt_.step(handle_, &args), "step");
 }
 

@@ -165,6 +165,10 @@ class OptimizerInstance : public Instance<loom_optimizer_vtable, loom_optimizer>
  public:
   OptimizerInstance(const SlotConfig& slot, const RunContext& run, const loom_param_groups& groups);
   void step(double lr, int64_t step);
+  // (ABI 1.21) Only when updates_pieces(): the step over elements [begin, end) of one group
+  // (begin == end, as step passes: every group, whole).
+  void step_range(double lr, int64_t step, size_t group, int64_t begin, int64_t end);
+  bool updates_pieces() const { return (requirements() & LOOM_OPTIMIZER_ELEMENTWISE) != 0; }
   // (ABI 1.7) For [sparse_optimizer]: the touched rows of each sparse table and their summed
   // gradients (int64 [n] unique ascending rows, [n, dim] values).
   struct SparseGrad {

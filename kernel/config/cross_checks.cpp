@@ -68,6 +68,10 @@ std::vector<std::string> cross_section_problems(const RunPlan& plan, const Manif
     out.push_back(where(manifest, "distributed", "offload") + ": [distributed] offload = \"" + plan.distributed.offload +
                   "\" with " + axes + " is not built yet (their gathers expect the optimizer state on the device); "
                   "remove offload, or set them to 1");
+  // A run folder's manifest.toml lists every option at its value, so the default is not refused.
+  if (plan.distributed.offload == "none" && plan.distributed.offload_piece_mb != DistributedSettings{}.offload_piece_mb)
+    out.push_back(where(manifest, "distributed", "offload_piece_mb") + ": [distributed] offload_piece_mb does nothing "
+                  "without offload = \"optimizer\"; remove it, or set offload");
   const fs::path run_dir = fs::path(plan.run.dir) / plan.run.name;
   std::error_code ec;
   if (fs::exists(run_dir, ec) && !fs::is_directory(run_dir, ec)) {

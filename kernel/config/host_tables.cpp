@@ -253,11 +253,18 @@ const HostTable<DistributedSettings>& distributed_table() {
               "\"optimizer\" (ZeRO-Offload): the optimizer updates a copy of this rank's parameters (its slice with "
               "shard) in host memory, pinned on CUDA, so its state (AdamW: 8 bytes a parameter) never takes device "
               "memory; each step the clipped gradients go to the host, the update runs on the CPU and the parameters "
-              "come back. Also with one rank. Checkpoints are the same as without it, and resume either way. Not yet "
-              "with tensor, sequence, context, expert or pipeline parallelism, nor sparse tables; the update does not "
-              "yet overlap the backward. On the CPU it saves nothing (the copy shares the same memory). README "
-              "\"Optimizer offload\".",
+              "come back, piece by piece (offload_piece_mb) so that the copies overlap the update; in one process a "
+              "piece leaves as soon as the backward has made all its gradients. Checkpoints are the same as without "
+              "it, and resume either way. Not yet with tensor, sequence, context, expert or pipeline parallelism, nor "
+              "sparse tables; the update itself waits for the backward's end (clipping needs the global norm). On the "
+              "CPU it saves no memory. README \"Optimizer offload\".",
               {one_of({"none", "optimizer"})}),
+       option("offload_piece_mb", &S::offload_piece_mb,
+              "With offload: the MB of each parameter group that go to the host, are updated and come back at once. "
+              "On CUDA one piece's copies overlap the CPU's update of the next; the result is the same whatever the "
+              "size. Only for an optimizer that updates element by element (adamw, sgd: LOOM_OPTIMIZER_ELEMENTWISE); "
+              "any other is updated whole after every copy arrived.",
+              {above(0.0)}),
        option("tensor_parallel", &S::tensor_parallel,
               "Ranks per tensor-parallel group (Megatron-LM's layout): each holds 1/T of every attention head "
               "set, MLP width and vocabulary of the model and sees the same batches; the world size must be a "

@@ -30,6 +30,25 @@ std::shared_ptr<const void> on_gradient_accumulated(const ModelParam& param, std
   return std::make_shared<decltype(accumulator)>(std::move(accumulator));  // whichever pointer type it is
 }
 
+std::vector<std::vector<size_t>> pieces_of_gradients(const std::vector<ModelParam>& params,
+                                                     const std::vector<at::Tensor>& pieces,
+                                                     std::vector<size_t>& per_piece) {
+  per_piece.assign(pieces.size(), 0);
+  std::vector<std::vector<size_t>> out;
+  for (const ModelParam& param : params) {
+    const at::Tensor& grad = param.tensor->grad();
+    const char* begin = static_cast<const char*>(grad.data_ptr());
+    const char* end = begin + grad.nbytes();
+    std::vector<size_t> touched;
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const char* piece_begin = static_cast<const char*>(pieces[k].data_ptr());
+      if (begin < piece_begin + pieces[k].nbytes() && piece_begin < end) touched.push_back(k), ++per_piece[k];
+    }
+    out.push_back(std::move(touched));
+  }
+  return out;
+}
+
 GradientSync::GradientSync(const std::vector<ModelParam>& params, FlatParams& flat, Communicator& comm,
                            int64_t bucket_bytes, Communicator* placed_group, Communicator* placed_replicas)
     : comm_(comm),
@@ -39,20 +58,11 @@ GradientSync::GradientSync(const std::vector<ModelParam>& params, FlatParams& fl
       buckets_(flat.grad_buckets(bucket_bytes)) {
   const std::vector<bool> sharded = flat.sharded_groups(), placed = flat.placed_groups();
   for (size_t g = 0; g < sharded.size(); ++g) placed_cut_ = placed_cut_ || (sharded[g] && placed[g]);
-  bucket_size_.assign(buckets_.size(), 0);
-  for (size_t i = 0; i < params.size(); ++i) {
-    const at::Tensor& grad = params[i].tensor->grad();
-    const char* begin = static_cast<const char*>(grad.data_ptr());
-    const char* end = begin + grad.nbytes();
-    std::vector<size_t> touched;
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      const char* bucket_begin = static_cast<const char*>(buckets_[b].grads.data_ptr());
-      const char* bucket_end = bucket_begin + buckets_[b].grads.nbytes();
-      if (begin < bucket_end && bucket_begin < end) touched.push_back(b), ++bucket_size_[b];
-    }
-    param_buckets_.push_back(std::move(touched));
+  std::vector<at::Tensor> bucket_grads;
+  for (const auto& b : buckets_) bucket_grads.push_back(b.grads);
+  param_buckets_ = pieces_of_gradients(params, bucket_grads, bucket_size_);
+  for (size_t i = 0; i < params.size(); ++i)
     accumulators_.push_back(on_gradient_accumulated(params[i], [this, i] { on_gradient_ready(i); }));
-  }
   missing_ = bucket_size_;
   started_.assign(buckets_.size(), false);
 }

@@ -41,6 +41,12 @@ namespace loom {
 // to 2.11 at least, c10::intrusive_ptr in 2.15.
 std::shared_ptr<const void> on_gradient_accumulated(const ModelParam& param, std::function<void()> ready);
 
+// Which of pieces (views into the flat gradient buffers) each parameter's gradient shares bytes
+// with, by address; per_piece[k] is set to how many parameters touch piece k.
+std::vector<std::vector<size_t>> pieces_of_gradients(const std::vector<ModelParam>& params,
+                                                     const std::vector<at::Tensor>& pieces,
+                                                     std::vector<size_t>& per_piece);
+
 class GradientSync {
  public:
   // placed_group: the ranks whose placed groups together make the model's (the expert group, or

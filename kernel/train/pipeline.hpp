@@ -183,7 +183,7 @@ struct Pipeline {
         flat(flat_params_for(sliced_layout, dense_params(model.params()), shard_spec(c, context, stage_layers))),
         gradient_writes(dense_params(model.params()), flat.resident_gradients()),
         sparse(sparse_params(model.params()), model.component().name, context.sparse_shard_size > 1),
-        offload(make_offload(c, flat, sparse, model.component().name)),
+        offload(make_offload(c, context, flat, sparse, model)),
         optimizer(c.optimizer, with_total_steps(context, steps), offload ? offload->abi() : flat.abi()),
         schedule(c.schedule, with_total_steps(context, steps)) {
     make_sparse_optimizer(c, with_total_steps(context, steps));
@@ -201,6 +201,7 @@ struct Pipeline {
                           optimizer.component().name +
                           " needs whole parameters (it declares LOOM_OPTIMIZER_NEEDS_WHOLE_TENSORS); use shard = "
                           "\"none\" with it");
+    if (offload) describe_offload(c);
     const RunContext run = with_total_steps(context, steps);
     if (c.eval_data.component) eval_data = std::make_unique<DatasetInstance>(c.eval_data, run);
     const DeviceMesh mesh = mesh_of(context);
@@ -222,19 +223,33 @@ struct Pipeline {
   }
 
  private:
-  static std::unique_ptr<OptimizerOffload> make_offload(const RunPlan& c, const FlatParams& flat,
-                                                        const SparseTables& sparse, const std::string& model_name) {
+  static std::unique_ptr<OptimizerOffload> make_offload(const RunPlan& c, const RunContext& context,
+                                                        const FlatParams& flat, const SparseTables& sparse,
+                                                        ModelInstance& model) {
     if (c.distributed.offload == "none") return nullptr;
     if (!sparse.empty())
-      throw usage_failure("[distributed] offload = \"" + c.distributed.offload + "\": model " + model_name +
-                          " has sparse tables, which offload does not take yet; remove offload");
-    auto offload = std::make_unique<OptimizerOffload>(flat);
+      throw usage_failure("[distributed] offload = \"" + c.distributed.offload + "\": model " +
+                          model.component().name + " has sparse tables, which offload does not take yet; remove offload");
+    const auto piece_bytes = static_cast<int64_t>(c.distributed.offload_piece_mb * (1 << 20));
+    // One process: a gradient is final once the last micro-batch's backward accumulated it, so
+    // its piece can leave then. With more, it is final only once reduced.
+    const bool early = context.world_size == 1;
+    return std::make_unique<OptimizerOffload>(flat, piece_bytes,
+                                              early ? dense_params(model.params()) : std::vector<ModelParam>{});
+  }
+  void describe_offload(const RunPlan& c) const {
+    const std::string how =
+        optimizer.updates_pieces()
+            ? fmt::format("in {} piece{} of at most {} MiB, each copy overlapping another's update",
+                          offload->pieces().size(), offload->pieces().size() == 1 ? "" : "s",
+                          c.distributed.offload_piece_mb)
+            : "whole, after every copy arrived (optimizer " + optimizer.component().name +
+                  " does not declare LOOM_OPTIMIZER_ELEMENTWISE, so its pieces cannot overlap)";
     spdlog::info("[distributed] offload = \"optimizer\": the optimizer updates a copy of the parameters in host memory "
-                 "(with the gradients {:.1f} MiB, the optimizer's state on top){}",
-                 static_cast<double>(offload->host_bytes()) / (1 << 20),
+                 "(with the gradients {:.1f} MiB, the optimizer's state on top), {}{}",
+                 static_cast<double>(offload->host_bytes()) / (1 << 20), how,
                  flat.param_buffers().empty() || flat.param_buffers().front().is_cpu()
-                     ? "; on the CPU that saves no memory, the copy shares it" : "");
-    return offload;
+                     ? "; on the CPU that saves no memory" : "");
   }
   // Sparse tables and [sparse_optimizer] come together, and stay whole on every rank.
   void make_sparse_optimizer(const RunPlan& c, const RunContext& run) {

@@ -55,6 +55,7 @@ struct DistributedSettings {
   std::vector<std::string> pipeline_split_points;  // "layers.N": a listed cut instead of the cost's
   std::string sparse_tables = "replicated";  // or "row_sharded" (train/sparse_table_updates.hpp)
   std::string offload = "none";  // or "optimizer" (train/optimizer_offload.hpp)
+  double offload_piece_mb = 64;  // what the offloaded update copies and updates at once
 };
 
 // [export]: Hugging Face folders written during training (XTuner's hf_interval).

@@ -81,6 +81,7 @@ loom_control Trainer::train_step(Prefetcher& prefetch) {
       ForwardResult out = forward(in, ModelInstance::LayerRange{});
       out.loss_sum = out.loss_sum.to(at::kFloat);
       if (grad_sync_ && last) grad_sync_->arm();  // communicate on the last only
+      if (p_->offload && last && !graphs_) p_->offload->arm();  // pieces to the host during it
       if (shards_) shards_->begin_backward();
       (scale_on_device.defined() ? out.loss_sum * scale_on_device : out.loss_sum * scale).backward();
       out.loss_sum = out.loss_sum.detach();
@@ -104,6 +105,7 @@ loom_control Trainer::train_step(Prefetcher& prefetch) {
     if (comm_) comm_->allreduce_sum(units_total);
     const at::Tensor correction = static_cast<double>(std::max<int64_t>(tokens, 1)) / units_total;
     p_->flat.scale_grads(correction);
+    if (p_->offload) p_->offload->disarm();  // what went to the host during the backward is stale
     p_->sparse.scale(correction);
     loss_total = loss_total * correction.to(loss_total.scalar_type());
   }
@@ -120,10 +122,11 @@ loom_control Trainer::train_step(Prefetcher& prefetch) {
   merge_control(requests, fire(LOOM_EVENT_AFTER_BACKWARD));
 
   // 4. Clip, schedule, let hooks veto, step.
+  at::Tensor clip;
   if (settings_.clip_grad_norm > 0) {
-    const at::Tensor factor = clip_factor(norm, settings_.clip_grad_norm);
-    p_->flat.scale_grads(factor);
-    p_->sparse.scale(factor);
+    clip = clip_factor(norm, settings_.clip_grad_norm);
+    if (!p_->offload) p_->flat.scale_grads(clip);  // offloaded: the host copies take the same product
+    p_->sparse.scale(clip);
   }
   const double schedule_factor = p_->schedule.factor(step);
   progress_.lr = p_->optimizer.base_lr() * schedule_factor;
@@ -131,10 +134,14 @@ loom_control Trainer::train_step(Prefetcher& prefetch) {
   merge_control(requests, veto);
   if (veto.skip_step) {
     ++summary_.skipped_steps;
+    if (p_->offload) p_->offload->disarm();
   } else {
-    if (p_->offload) p_->offload->before_step();  // the clipped gradients to the host copy it updates
-    p_->optimizer.step(progress_.lr, step);
-    if (p_->offload) p_->offload->after_step();
+    if (p_->offload)  // the gradients to the host copy it updates, clipped there, piece by piece where it can
+      p_->offload->step(p_->optimizer.updates_pieces(), clip, [&](const OptimizerOffload::Piece& piece) {
+        p_->optimizer.step_range(progress_.lr, step, piece.group, piece.begin, piece.end);
+      });
+    else
+      p_->optimizer.step(progress_.lr, step);
     if (p_->sparse_optimizer)
       p_->sparse_optimizer->sparse_step(p_->sparse_optimizer->base_lr() * schedule_factor, step, p_->sparse.grads());
   }

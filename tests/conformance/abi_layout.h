@@ -65,7 +65,7 @@
   X(loom_model_vtable, attributes, 13) X(loom_model_forward_args, layer_begin, 9)             \
   X(loom_model_forward_args, hidden_out, 12) X(loom_host_api, param_created, 15)              \
   X(loom_param_created_args, tensor, 2) X(loom_host_api, param_write, 16)                      \
-  X(loom_param_write_args, value, 3)
+  X(loom_param_write_args, value, 3) X(loom_optimizer_step_args, range_end, 5)
 
 #ifdef __cplusplus
 extern "C" {

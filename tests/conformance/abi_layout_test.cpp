@@ -70,6 +70,7 @@ TEST_CASE("frozen offsets match the static asserts, in C99 and C++") {
   CHECK(sizeof(loom_param_created_args) == 24);
   CHECK(sizeof(loom_param_write_args) == 32);
   CHECK(sizeof(loom_dataset_info_args) == 24);  // ABI 1.20 appended resumes_other_world_size
+  CHECK(sizeof(loom_optimizer_step_args) == 48);  // ABI 1.21 appended range_group .. range_end
 }
 
 TEST_CASE("the offset list covers exactly the headers' LOOM_ABI_OFFSET asserts") {

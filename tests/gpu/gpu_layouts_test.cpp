@@ -8,7 +8,8 @@
 //   - shard = "parameters" starts sliced, maps about half the weights and gradients on each rank
 //     (CUDA virtual memory) and trains as ZeRO-2 does
 //   - optimizer offload: one GPU process's losses with the update on the CPU, alone and with
-//     ZeRO-1; a model whose AdamW state breaks a cap trains under it offloaded
+//     ZeRO-1, whole and piece by piece; a model whose AdamW state breaks a cap trains under it
+//     offloaded
 //   - expert parallelism and a context-parallel ring against one process, row-sharded tables
 //     against replicated ones
 #include "torch_doctest.hpp"  // before any torch or doctest header
@@ -132,6 +133,11 @@ TEST_CASE("optimizer offload on the GPU: the update on the CPU gives the GPU's l
   REQUIRE(offloaded.size() == on_device.size());
   for (size_t i = 0; i < on_device.size(); ++i)  // AdamW's CPU and CUDA kernels round apart
     CHECK_MESSAGE(std::abs(offloaded[i] - on_device[i]) <= 1e-5 * std::abs(on_device[i]), "step " << i + 1);
+  // In pieces of 16 K floats each piece's copies wait on events between the two side streams
+  // and the CPU; the deterministic run must not move by a bit from the one-piece run's.
+  const auto pieces = train(kGptTiny, "pieces", sets + " --set distributed.offload=\"optimizer\" "
+                                                       "--set distributed.offload_piece_mb=0.0625", dir);
+  CHECK(pieces == offloaded);
   // 8 layers 1024 wide: 101 M parameters, 0.38 GiB each of weights and gradients and 0.75 GiB of
   // AdamW's moments. The build holds the model's own weights beside the flat buffers for a while
   // (1.13 GiB); then, under 1.3 GiB, only the offloaded run fits (0.75 GiB and the activations).

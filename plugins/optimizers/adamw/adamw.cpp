@@ -41,19 +41,31 @@ class AdamW final : public loom::Optimizer {
     }
   }
 
+  static constexpr uint64_t requirements = LOOM_OPTIMIZER_ELEMENTWISE;
+
   void step(double lr, int64_t step) override {
-    at::NoGradGuard no_grad;
-    const double bias1 = 1.0 - std::pow(beta1_, static_cast<double>(step));
-    const double bias2_sqrt = std::sqrt(1.0 - std::pow(beta2_, static_cast<double>(step)));
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      at::Tensor& p = groups_[i].params;
-      State& s = state_[i];
-      loom_ops::adamw_step(p, groups_[i].grads, s.exp_avg, s.exp_avg_sq, s.decay_mask, s.scratch,
-                             {lr, beta1_, beta2_, eps_, weight_decay_, bias1, bias2_sqrt, step});
-    }
+    for (size_t i = 0; i < groups_.size(); ++i) update(lr, step, i, 0, groups_[i].params.numel(), state_[i].scratch);
+  }
+
+  // Optimizer offload's pieces: the same per-element update, over a narrowed view of each buffer.
+  void step_range(double lr, int64_t step, size_t group, int64_t begin, int64_t end) override {
+    loom_ops::AdamWScratch piece;  // the tensor-op path's denominators, sized to the piece
+    piece.step_count = state_[group].scratch.step_count;
+    update(lr, step, group, begin, end, piece);
   }
 
  private:
+  void update(double lr, int64_t step, size_t group, int64_t begin, int64_t end, loom_ops::AdamWScratch& scratch) {
+    at::NoGradGuard no_grad;
+    const double bias1 = 1.0 - std::pow(beta1_, static_cast<double>(step));
+    const double bias2_sqrt = std::sqrt(1.0 - std::pow(beta2_, static_cast<double>(step)));
+    const auto piece = [&](const at::Tensor& t) { return t.narrow(0, begin, end - begin); };
+    State& s = state_[group];
+    at::Tensor p = piece(groups_[group].params), m = piece(s.exp_avg), v = piece(s.exp_avg_sq);
+    loom_ops::adamw_step(p, piece(groups_[group].grads), m, v, piece(s.decay_mask), scratch,
+                         {lr, beta1_, beta2_, eps_, weight_decay_, bias1, bias2_sqrt, step});
+  }
+
   struct State {
     at::Tensor exp_avg, exp_avg_sq;
     loom_ops::AdamWScratch scratch;  // made by the path that needs it, when it first runs

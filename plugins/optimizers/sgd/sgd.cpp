@@ -29,21 +29,31 @@ class Sgd final : public loom::Optimizer {
     }
   }
 
+  static constexpr uint64_t requirements = LOOM_OPTIMIZER_ELEMENTWISE;
+
   void step(double lr, int64_t) override {
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      Group& g = groups_[i];
-      if (weight_decay_ > 0) g.params.addcmul_(g.params, decay_mask_[i], -lr * weight_decay_);
-      if (momentum_ > 0) {
-        buffers_[i].mul_(momentum_).add_(g.grads);
-        g.params.add_(buffers_[i], -lr);
-      } else {
-        g.params.add_(g.grads, -lr);
-      }
-    }
+    for (size_t i = 0; i < groups_.size(); ++i) update(lr, i, 0, groups_[i].params.numel());
+  }
+  void step_range(double lr, int64_t, size_t group, int64_t begin, int64_t end) override {
+    update(lr, group, begin, end);
   }
 
  private:
+  void update(double lr, size_t group, int64_t begin, int64_t end) {
+    at::NoGradGuard no_grad;
+    const auto piece = [&](const at::Tensor& t) { return t.narrow(0, begin, end - begin); };
+    at::Tensor params = piece(groups_[group].params);
+    const at::Tensor grads = piece(groups_[group].grads);
+    if (weight_decay_ > 0) params.addcmul_(params, piece(decay_mask_[group]), -lr * weight_decay_);
+    if (momentum_ > 0) {
+      at::Tensor buffer = piece(buffers_[group]);
+      buffer.mul_(momentum_).add_(grads);
+      params.add_(buffer, -lr);
+    } else {
+      params.add_(grads, -lr);
+    }
+  }
+
   double momentum_, weight_decay_;
   std::vector<at::Tensor> decay_mask_, buffers_;
 };

@@ -49,6 +49,8 @@
  *      it (loom_param_write_args).
  * 1.20 loom_dataset_info_args.resumes_other_world_size: a dataset takes every saved rank's
  *      position when a run resumes at another world size (LOOM_SAVED_WORLD_MAGIC).
+ * 1.21 LOOM_OPTIMIZER_ELEMENTWISE and loom_optimizer_step_args.range_group/_begin/_end: the
+ *      host may update a group piece by piece (optimizer offload overlaps the copies).
  *
  * Version rules (they live here so nobody has to guess):
  *   - Appending a field or callback to the END of a struct bumps LOOM_ABI_MINOR.
@@ -84,7 +86,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 20
+#define LOOM_ABI_MINOR 21
 
 /* The one symbol each plugin exports. */
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_init"

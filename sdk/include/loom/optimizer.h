@@ -25,6 +25,12 @@ typedef struct loom_optimizer loom_optimizer; /* plugin-defined */
 #define LOOM_OPTIMIZER_NEEDS_WHOLE_TENSORS 1u /* the update reads a whole parameter at once (a
                                                  per-tensor norm, a matrix preconditioner):
                                                  the host refuses to shard it */
+#define LOOM_OPTIMIZER_ELEMENTWISE 2u /* (ABI 1.21) each element's update reads only that
+                                         element of the params, grads and elementwise state
+                                         (and lr, step): the host may then call step once
+                                         per piece of a group (loom_optimizer_step_args'
+                                         range), and the result is the whole step's, bit
+                                         for bit */
 
 /* One parameter inside a flat buffer (or, flagged LOOM_PARAM_FLAG_PARTIAL, a piece of one). */
 typedef struct loom_param_segment {
@@ -86,6 +92,14 @@ typedef struct loom_optimizer_step_args {
   size_t struct_size;
   double lr;     /* this step's learning rate: the "lr" option times the schedule's factor */
   int64_t step;  /* 1-based number of this optimizer step */
+  /* (ABI 1.21) Given only to an optimizer that declares LOOM_OPTIMIZER_ELEMENTWISE. When
+     range_end > range_begin, update elements [range_begin, range_end) of group range_group
+     (and the elementwise state that follows them) and nothing else; the host then calls step
+     once per piece, with the same lr and step, and the pieces of one optimizer step cover
+     every element of every group exactly once. 0, 0 (a host before 1.21): every group, whole. */
+  uint64_t range_group;
+  int64_t range_begin;
+  int64_t range_end;
 } loom_optimizer_step_args;
 
 /* A named piece of optimizer state, for checkpoints. */
@@ -126,6 +140,7 @@ typedef struct loom_optimizer_vtable {
 LOOM_ABI_OFFSET(loom_param_segment, shape, 5);
 LOOM_ABI_OFFSET(loom_param_group, segment_count, 4);
 LOOM_ABI_OFFSET(loom_optimizer_step_args, step, 2);
+LOOM_ABI_OFFSET(loom_optimizer_step_args, range_end, 5);
 LOOM_ABI_OFFSET(loom_optimizer_vtable, step, 3);
 LOOM_ABI_OFFSET(loom_optimizer_vtable, state_get, 5);
 LOOM_ABI_OFFSET(loom_optimizer_vtable, requirements, 6);

@@ -43,7 +43,8 @@ class Optimizer {
   static constexpr loom_kind kind = LOOM_KIND_OPTIMIZER;
   // A class whose update needs whole parameters (a per-tensor norm) declares
   //   static constexpr uint64_t requirements = LOOM_OPTIMIZER_NEEDS_WHOLE_TENSORS;
-  // and the host then refuses [distributed] shard for it instead of handing it slices.
+  // and the host then refuses [distributed] shard for it instead of handing it slices; one
+  // whose update is elementwise declares LOOM_OPTIMIZER_ELEMENTWISE (ABI 1.21, step_range).
   static constexpr uint64_t requirements = 0;
   template <class T>
   static const void* vtable();
@@ -52,6 +53,15 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // lr: this step's learning rate; step: 1-based optimizer step number.
   virtual void step(double lr, int64_t step) = 0;
+  // (ABI 1.21) A class whose update is elementwise (each element reads only itself, lr and
+  // step: AdamW, SGD) declares requirements = LOOM_OPTIMIZER_ELEMENTWISE and overrides this:
+  // the same update over elements [begin, end) of groups_[group] only, bit for bit what step
+  // gives them. The host may then update a group piece by piece (optimizer offload overlaps
+  // each piece's copies with the next's update); it checks the bounds first.
+  virtual void step_range(double lr, int64_t step, size_t group, int64_t begin, int64_t end) {
+    (void)lr, (void)step, (void)group, (void)begin, (void)end;
+    throw Error("this optimizer declares LOOM_OPTIMIZER_ELEMENTWISE but does not override step_range");
+  }
 
  protected:
   // 1 where weight decay applies, 0 over segments flagged LOOM_PARAM_FLAG_NO_DECAY.
@@ -171,8 +181,18 @@ struct OptimizerGlue {
   }
   static loom_status* step(loom_optimizer* o, const loom_optimizer_step_args* in) {
     return guard([&] {
-      const loom_optimizer_step_args args = read_in(in);
-      detail::self<Optimizer>(o).step(args.lr, args.step);
+      const loom_optimizer_step_args args = read_in(in);  // a host before 1.21: no range
+      Optimizer& self = detail::self<Optimizer>(o);
+      if (args.range_end <= args.range_begin) return self.step(args.lr, args.step);
+      if (!(T::requirements & LOOM_OPTIMIZER_ELEMENTWISE))
+        throw Error("the host asked to update one piece of a group, but this optimizer does not declare "
+                    "LOOM_OPTIMIZER_ELEMENTWISE");
+      if (args.range_group >= self.groups_.size() || args.range_begin < 0 ||
+          args.range_end > self.groups_[args.range_group].params.numel())
+        throw Error("the host asked to update elements [" + std::to_string(args.range_begin) + ", " +
+                    std::to_string(args.range_end) + ") of group " + std::to_string(args.range_group) +
+                    ", which it does not hold");
+      self.step_range(args.lr, args.step, args.range_group, args.range_begin, args.range_end);
     });
   }
   static size_t state_count(const loom_optimizer* o) { return detail::self<Optimizer>(o).state_.size(); }
