@@ -186,13 +186,16 @@ void OptimizerOffload::step(bool by_pieces, const at::Tensor& clip, const Update
   }
   armed_ = false;
   stale_ = false;
-  // Where the step without offload multiplies the device's gradients: the same product here.
-  at::Tensor factor;
-  if (clip.defined() && clip.item<double>() != 1.0) factor = clip.to(at::kCPU);  // x 1 changes no bit
+  // Where the step without offload multiplies the device's gradients: the same product here,
+  // by the factor in each group's dtype (FlatParams::scale_grads), made once a step.
+  std::vector<at::Tensor> factors;
+  if (clip.defined()) {
+    const at::Tensor on_host = clip.to(at::kCPU);  // the step's one wait for the device's norm
+    if (on_host.item<double>() != 1.0)              // x 1 changes no bit
+      for (const auto& g : groups_) factors.push_back(on_host.to(g->grads.scalar_type()));
+  }
   const auto clipped = [&](const Piece& p) {
-    if (!factor.defined()) return;
-    at::Tensor grads = piece_of(groups_[p.group]->grads, p);
-    grads.mul_(factor.to(grads.scalar_type()));
+    if (!factors.empty()) piece_of(groups_[p.group]->grads, p).mul_(factors[p.group]);
   };
   if (!by_pieces) {
     if (!pieces_.empty()) copies_->wait_arrived(pieces_.size() - 1);  // one stream: the last comes last
